@@ -1,0 +1,61 @@
+# freight — `make help` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.deps-installed
+TEST_DEPS := maturin numpy pandas pyarrow cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler
+
+.PHONY: help
+help:  ## Show this help
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+$(STAMP): $(PY) Makefile
+	$(PIP) install -q $(TEST_DEPS)
+	touch $(STAMP)
+
+.PHONY: install
+install: $(STAMP)  ## Create the virtualenv and install build and test dependencies
+
+.PHONY: build
+build: install  ## Build the extension in release mode into the virtualenv
+	$(VENV)/bin/maturin develop --release -q
+
+.PHONY: build-dev
+build-dev: install  ## Build the extension in debug mode (faster to compile, slow to run)
+	$(VENV)/bin/maturin develop -q
+
+.PHONY: demo
+demo: build  ## Run the demo: a mixed workload through freight, stored in a local folder
+	$(PY) -m freight demo
+
+.PHONY: test-rust
+test-rust:  ## cargo tests (format, property tests)
+	cargo test -p freight-core --release -q
+
+.PHONY: test-python
+test-python: build  ## pytest (unit, golden payloads, Scaler end to end)
+	$(PY) -m pytest -q -p no:cacheprovider
+
+.PHONY: test
+test: test-rust test-python  ## Everything: cargo test and pytest
+
+.PHONY: bench
+bench: build  ## Benchmarks against pickle, cloudpickle, numpy.save and arr.copy()
+	$(PY) benchmarks/bench_core.py
+
+.PHONY: lint
+lint:  ## cargo fmt --check and clippy
+	cargo fmt --all -- --check
+	cargo clippy --workspace --release -- -D warnings
+
+.PHONY: clean
+clean:  ## Remove build outputs and the virtualenv
+	cargo clean
+	rm -rf $(VENV) .pytest_cache .hypothesis freight-demo-store

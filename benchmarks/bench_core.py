@@ -1,0 +1,792 @@
+"""Core benchmarks for freight, measured against its peers in one run.
+
+Run from a source checkout (``make bench`` runs exactly this)::
+
+    python benchmarks/bench_core.py            # full run: 256 MiB array, ~2-3 minutes
+    python benchmarks/bench_core.py --quick    # 32 MiB array, fewer repetitions
+    python benchmarks/bench_core.py --json results.json
+
+Every number is a median over several repetitions, timed with ``time.perf_counter_ns`` and the
+garbage collector off. Small operations are timed in loops (``timeit`` style: each repetition
+runs the call ``number`` times, ``number`` is calibrated so that one repetition lasts a few tens
+of milliseconds) and reported per call. Ratios are ``peer time / freight time``: above 1 means
+freight is faster. Each target is checked and marked PASS or MISS. See benchmarks/README.md.
+
+This is not a pytest test; the exit status is 0 unless ``--strict`` is given and a target is
+missed (or something fails to round-trip, which is always an error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import os
+import pickle
+import platform
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover - numpy is a benchmark requirement
+    sys.exit("bench_core.py needs numpy (pip install numpy)")
+
+try:
+    import cloudpickle
+except ImportError:  # pragma: no cover - cloudpickle is a dependency of freight
+    sys.exit("bench_core.py needs cloudpickle (pip install cloudpickle)")
+
+import freight
+
+MiB = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Timing:
+    """A median per-call time and how it was obtained."""
+
+    median_ns: float
+    repeat: int
+    number: int
+    samples_ns: list[float] = field(default_factory=list)
+
+    @property
+    def min_ns(self) -> float:
+        return min(self.samples_ns) if self.samples_ns else self.median_ns
+
+
+class Config:
+    def __init__(self, quick: bool):
+        self.quick = quick
+        # Small operations: repetitions of a calibrated loop.
+        self.small_repeat = 5 if quick else 7
+        self.small_target_s = 0.015 if quick else 0.04  # length of one repetition
+        self.small_min_number = 1_000 if quick else 10_000
+        self.small_max_number = 100_000
+        self.small_max_repeat_s = 0.25 if quick else 0.5  # cap on one repetition
+        # Large operations: one call per repetition.
+        self.large_repeat = 5 if quick else 9
+        self.array_mib = 32 if quick else 256
+        self.frame_sizes_mib = sorted({1, self.array_mib})
+
+
+def _loop_ns(fn: Callable[[], Any], number: int) -> int:
+    loop = range(number)
+    t0 = time.perf_counter_ns()
+    for _ in loop:
+        fn()
+    return time.perf_counter_ns() - t0
+
+
+def time_small(fn: Callable[[], Any], cfg: Config, *, min_number: int | None = None) -> Timing:
+    """Per-call median of ``repeat`` loops of ``number`` calls (gc off)."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        fn()  # warm up (imports, caches)
+        # Calibrate: grow the loop until one repetition lasts about small_target_s.
+        number = 1
+        while True:
+            elapsed = _loop_ns(fn, number)
+            if elapsed >= cfg.small_target_s * 1e9 * 0.2 or number >= cfg.small_max_number:
+                break
+            number *= 10
+        per_call = max(elapsed / number, 1.0)
+        number = int(cfg.small_target_s * 1e9 / per_call)
+        lo = cfg.small_min_number if min_number is None else min_number
+        # Enforce the minimum loop size only while a repetition stays short: an operation that
+        # is unexpectedly slow (a "constant-time" path that copies) must not stall the run.
+        lo = min(lo, int(cfg.small_max_repeat_s * 1e9 / per_call))
+        number = max(1, lo, min(cfg.small_max_number, number))
+        samples = [_loop_ns(fn, number) / number for _ in range(cfg.small_repeat)]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return Timing(statistics.median(samples), cfg.small_repeat, number, samples)
+
+
+def time_large(fn: Callable[[], Any], repeat: int, *, warmup: int = 1) -> Timing:
+    """Median of ``repeat`` single calls (gc off). Freeing the result is not timed."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    samples: list[float] = []
+    try:
+        for _ in range(warmup):
+            r = fn()
+            del r
+        for _ in range(repeat):
+            t0 = time.perf_counter_ns()
+            r = fn()
+            t1 = time.perf_counter_ns()
+            del r
+            samples.append(t1 - t0)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return Timing(statistics.median(samples), repeat, 1, samples)
+
+
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "-"
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.3g} µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.4g} ms"
+    return f"{ns / 1e9:.4g} s"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+# --------------------------------------------------------------------------------------------
+# Results and reporting
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    case: str
+    operation: str
+    freight_ns: float | None
+    peer: str | None = None
+    peer_ns: float | None = None
+    target: str = ""
+    passed: bool | None = None  # None: informational, no target
+    note: str = ""
+    freight_timing: dict | None = None
+    peer_timing: dict | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.peer_ns is None or not self.freight_ns:
+            return None
+        return self.peer_ns / self.freight_ns
+
+
+class Report:
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.extra: dict[str, Any] = {}
+        self.errors: list[str] = []
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        return row
+
+    def print_case(self, case: str, title: str) -> None:
+        rows = [r for r in self.rows if r.case == case]
+        print()
+        print(f"== {title} ==")
+        headers = ["operation", "freight", "peer", "peer time", "ratio", "target", "result"]
+        table: list[list[str]] = []
+        last_op = None
+        for r in rows:
+            ratio = r.ratio
+            result = "" if r.passed is None else ("PASS" if r.passed else "MISS")
+            same_op = r.operation == last_op
+            table.append(
+                [
+                    "" if same_op else r.operation,
+                    "" if same_op else fmt_ns(r.freight_ns),
+                    r.peer or "",
+                    fmt_ns(r.peer_ns) if r.peer else "",
+                    f"{ratio:.2f}x" if ratio is not None else "",
+                    r.target,
+                    result,
+                ]
+            )
+            last_op = r.operation
+        widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
+        line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+        print(line)
+        print("-" * len(line))
+        for row in table:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        notes = [r.note for r in rows if r.note]
+        for n in dict.fromkeys(notes):
+            print(f"  note: {n}")
+        sys.stdout.flush()
+
+    def summary(self) -> tuple[int, int]:
+        checked = [r for r in self.rows if r.passed is not None]
+        return sum(r.passed for r in checked), len(checked)
+
+
+def _timing_dict(t: Timing | None) -> dict | None:
+    if t is None:
+        return None
+    d = asdict(t)
+    d["samples_ns"] = [round(s, 1) for s in t.samples_ns]
+    return d
+
+
+def compare(
+    report: Report,
+    case: str,
+    operation: str,
+    freight_t: Timing,
+    peers: list[tuple[str, Timing | None, str, Callable[[float], bool] | None]],
+    note: str = "",
+) -> None:
+    """Adds one row per peer. Each peer: (name, timing, target text, check(ratio) or None)."""
+    if not peers:
+        report.add(Row(case, operation, freight_t.median_ns, note=note, freight_timing=_timing_dict(freight_t)))
+        return
+    for name, t, target, check in peers:
+        row = Row(
+            case,
+            operation,
+            freight_t.median_ns,
+            peer=name,
+            peer_ns=t.median_ns if t else None,
+            target=target,
+            note=note,
+            freight_timing=_timing_dict(freight_t),
+            peer_timing=_timing_dict(t),
+        )
+        if check is not None and row.ratio is not None:
+            row.passed = bool(check(row.ratio))
+        report.add(row)
+
+
+def absolute(report: Report, case: str, operation: str, t: Timing, limit_ns: float, note: str = "") -> None:
+    report.add(
+        Row(
+            case,
+            operation,
+            t.median_ns,
+            target=f"< {fmt_ns(limit_ns)}",
+            passed=t.median_ns < limit_ns,
+            note=note,
+            freight_timing=_timing_dict(t),
+        )
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Helpers for the peers
+# --------------------------------------------------------------------------------------------
+
+
+def pickle5_dumps(x: Any) -> bytes:
+    return pickle.dumps(x, protocol=5)
+
+
+def np_save(arr: np.ndarray) -> bytes:
+    bio = io.BytesIO()
+    np.save(bio, arr, allow_pickle=False)
+    return bio.getvalue()
+
+
+def np_load(buf: Any) -> np.ndarray:
+    return np.load(io.BytesIO(buf), allow_pickle=False)
+
+
+def pickle5_oob_dumps(x: Any) -> tuple[bytes, list]:
+    buffers: list = []
+    data = pickle.dumps(x, protocol=5, buffer_callback=buffers.append)
+    return data, buffers
+
+
+def pickle5_oob_loads(parts: tuple[bytes, list]) -> Any:
+    data, buffers = parts
+    return pickle.loads(data, buffers=buffers)
+
+
+# --------------------------------------------------------------------------------------------
+# (a) large arrays
+# --------------------------------------------------------------------------------------------
+
+
+def _check(report: Report, ok: bool, what: str) -> None:
+    if not ok:
+        report.errors.append(what)
+        print(f"  ERROR: {what}", file=sys.stderr)
+
+
+def _fresh_array(nbytes: int) -> np.ndarray:
+    return np.random.default_rng(0).random(nbytes // 8)
+
+
+def case_large(report: Report, cfg: Config) -> None:
+    case = "a"
+    n_mib = cfg.array_mib
+    arr = _fresh_array(n_mib * MiB)
+    rep = cfg.large_repeat
+    label = f"{n_mib} MiB"
+
+    # Correctness first.
+    blob = freight.dumps(arr)
+    back = freight.loads(blob)
+    _check(report, np.array_equal(back, arr), f"freight.loads(freight.dumps({label} array)) differs")
+    _check(report, bool(back.flags.writeable), "default freight.loads returned a read-only array")
+    report.extra["default_loads_writeable"] = bool(back.flags.writeable)
+    report.extra["blob_bytes"] = len(blob)
+    report.extra["array_bytes"] = arr.nbytes
+    del back
+
+    t_copy = time_large(arr.copy, rep)
+
+    # dumps -> bytes
+    t_f_dumps = time_large(lambda: freight.dumps(arr), rep)
+    t_p_dumps = time_large(lambda: pickle5_dumps(arr), rep)
+    t_np_save = time_large(lambda: np_save(arr), rep)
+    compare(
+        report,
+        case,
+        f"dumps {label} -> bytes",
+        t_f_dumps,
+        [
+            ("arr.copy()", t_copy, "<= 1.5x arr.copy()", lambda r: r >= 1 / 1.5),
+            ("pickle-5 dumps", t_p_dumps, ">= 3x faster", lambda r: r >= 3),
+            ("np.save(BytesIO)", t_np_save, ">= 3x faster", lambda r: r >= 3),
+        ],
+    )
+
+    # default loads (a writable copy, checksums verified)
+    pblob = pickle5_dumps(arr)
+    npblob = np_save(arr)
+    t_f_loads = time_large(lambda: freight.loads(blob), rep)
+    t_p_loads = time_large(lambda: pickle.loads(pblob), rep)
+    t_np_load = time_large(lambda: np_load(npblob), rep)
+    del pblob, npblob
+    compare(
+        report,
+        case,
+        f"loads {label} (default: writable)",
+        t_f_loads,
+        [
+            ("arr.copy()", t_copy, "<= 1.5x arr.copy()", lambda r: r >= 1 / 1.5),
+            ("pickle-5 loads", t_p_loads, "", None),
+            ("np.load(BytesIO)", t_np_load, "", None),
+        ],
+    )
+
+    # loads(zero_copy=True) of the bytes blob
+    zc = freight.loads(blob, zero_copy=True)
+    _check(report, np.array_equal(zc, arr), "freight.loads(blob, zero_copy=True) differs")
+    report.extra["zero_copy_loads_writeable"] = bool(zc.flags.writeable)
+    del zc
+    del blob
+    gc.collect()
+
+    # Constant-time paths, at 1 MiB and at the full size.
+    for size_mib in cfg.frame_sizes_mib:
+        a = arr if size_mib == n_mib else _fresh_array(size_mib * MiB)
+        lab = f"{size_mib} MiB"
+        b = freight.dumps(a)
+        frames = freight.dumps_frames(a)
+        rt = freight.loads_frames(frames)
+        _check(report, np.array_equal(rt, a), f"loads_frames(dumps_frames({lab} array)) differs")
+        del rt
+        # Small-op timing (loops), but never fewer than 1,000 calls.
+        t_frames = time_small(lambda: freight.dumps_frames(a), cfg, min_number=1_000)
+        t_zc = time_small(lambda: freight.loads(b, zero_copy=True), cfg, min_number=1_000)
+        t_lf = time_small(lambda: freight.loads_frames(frames), cfg, min_number=1_000)
+        t_rt = time_small(lambda: freight.loads_frames(freight.dumps_frames(a)), cfg, min_number=1_000)
+        parts = pickle5_oob_dumps(a)
+        t_p_oob_d = time_small(lambda: pickle5_oob_dumps(a), cfg, min_number=1_000)
+        t_p_oob_l = time_small(lambda: pickle5_oob_loads(parts), cfg, min_number=1_000)
+        limit = 50_000
+        compare(
+            report,
+            case,
+            f"dumps_frames {lab}",
+            t_frames,
+            [
+                ("pickle-5 out-of-band dumps", t_p_oob_d, "< 50 µs (absolute)", None),
+            ],
+        )
+        report.rows[-1].passed = t_frames.median_ns < limit
+        compare(
+            report,
+            case,
+            f"loads(zero_copy=True) {lab}",
+            t_zc,
+            [
+                ("pickle-5 out-of-band loads", t_p_oob_l, "< 50 µs (absolute)", None),
+            ],
+        )
+        report.rows[-1].passed = t_zc.median_ns < limit
+        absolute(report, case, f"loads_frames(frames) {lab}", t_lf, limit)
+        absolute(report, case, f"loads_frames(dumps_frames(x)) {lab}", t_rt, limit)
+        del b, frames, parts, a
+        gc.collect()
+
+    report.extra["copy_ns"] = t_copy.median_ns
+    del arr
+    gc.collect()
+
+
+_PEAK_SCRIPT = textwrap.dedent(
+    """
+    import io, json, pickle, resource, sys
+    import numpy as np
+    which, nbytes = sys.argv[1], int(sys.argv[2])
+    if which == "freight":
+        import freight
+        fn = freight.dumps
+        fn(np.zeros(1024))  # warm up lazily initialised state
+    elif which == "pickle-5":
+        fn = lambda a: pickle.dumps(a, protocol=5)
+    else:
+        def fn(a):
+            bio = io.BytesIO()
+            np.save(bio, a, allow_pickle=False)
+            return bio.getvalue()
+    fn(np.zeros(1024))
+
+    def hwm_kib():  # the peak RSS of this process's own address space (Linux), for cross-checking
+        try:
+            with open("/proc/self/status") as fh:
+                for line in fh:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1])
+        except OSError:
+            return None
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    hwm_before = hwm_kib()
+    arr = np.full(nbytes // 8, 1.5)   # touches every page
+    out = fn(arr)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    hwm_after = hwm_kib()
+    print(json.dumps({"before_kib": before, "after_kib": after, "hwm_before_kib": hwm_before,
+                      "hwm_after_kib": hwm_after, "input": arr.nbytes, "output": len(out)}))
+    """
+)
+
+# On Linux a process's ru_maxrss starts at the RSS of the process it was forked from (the kernel
+# carries the old address space's high-water mark across exec), so a child forked from this
+# benchmark, which holds hundreds of MiB, would report a useless baseline. The child is therefore
+# started from a small launcher process whose own RSS is far below the child's baseline.
+_LAUNCHER = (
+    "import subprocess, sys; "
+    "sys.exit(subprocess.run([sys.executable, '-c'] + sys.argv[1:]).returncode)"
+)
+
+
+def peak_memory(report: Report, cfg: Config) -> None:
+    nbytes = cfg.array_mib * MiB
+    results: dict[str, dict] = {}
+    for which in ("freight", "pickle-5", "np.save"):
+        proc = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, _PEAK_SCRIPT, which, str(nbytes)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if proc.returncode != 0:
+            _check(report, False, f"peak-memory subprocess for {which} failed: {proc.stderr.strip()[-500:]}")
+            continue
+        d = json.loads(proc.stdout.strip().splitlines()[-1])
+        d["delta"] = (d["after_kib"] - d["before_kib"]) * 1024  # ru_maxrss is in KiB on Linux
+        d["ratio"] = d["delta"] / (d["input"] + d["output"])
+        results[which] = d
+    report.extra["peak_memory"] = results
+    print()
+    print(f"== (a) peak memory of dumps({cfg.array_mib} MiB float64), fresh subprocess, ru_maxrss delta ==")
+    headers = ["serializer", "input", "output", "peak delta", "delta/(in+out)", "target", "result"]
+    table = []
+    for which, d in results.items():
+        target = "<= 1.05" if which == "freight" else ""
+        passed = d["ratio"] <= 1.05 if which == "freight" else None
+        table.append(
+            [
+                which,
+                fmt_bytes(d["input"]),
+                fmt_bytes(d["output"]),
+                fmt_bytes(d["delta"]),
+                f"{d['ratio']:.3f}",
+                target,
+                "" if passed is None else ("PASS" if passed else "MISS"),
+            ]
+        )
+        if which == "freight":
+            report.add(
+                Row(
+                    "a-mem",
+                    f"peak memory dumps {cfg.array_mib} MiB (delta/(in+out))",
+                    None,
+                    target="<= input+output+5%",
+                    passed=passed,
+                    note=f"delta={d['delta']} in={d['input']} out={d['output']} ratio={d['ratio']:.4f}",
+                )
+            )
+    widths = [max(len(h), *(len(r[i]) for r in table)) if table else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    print(line)
+    print("-" * len(line))
+    for r in table:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# (b) small values, (c) 10k dicts, (d) closures
+# --------------------------------------------------------------------------------------------
+
+
+def _roundtrip_fns(x: Any) -> dict[str, dict[str, Callable[[], Any]]]:
+    fb = freight.dumps(x)
+    pb = pickle5_dumps(x)
+    cb = cloudpickle.dumps(x, protocol=5)
+    f_dumps, f_loads = freight.dumps, freight.loads
+    p_dumps, p_loads = pickle.dumps, pickle.loads
+    c_dumps = cloudpickle.dumps
+    return {
+        "freight": {
+            "dumps+loads": lambda: f_loads(f_dumps(x)),
+            "dumps": lambda: f_dumps(x),
+            "loads": lambda: f_loads(fb),
+        },
+        "pickle-5": {
+            "dumps+loads": lambda: p_loads(p_dumps(x, protocol=5)),
+            "dumps": lambda: p_dumps(x, protocol=5),
+            "loads": lambda: p_loads(pb),
+        },
+        "cloudpickle": {
+            "dumps+loads": lambda: p_loads(c_dumps(x, protocol=5)),
+            "dumps": lambda: c_dumps(x, protocol=5),
+            "loads": lambda: p_loads(cb),
+        },
+    }
+
+
+SMALL_VALUES: list[tuple[str, Any]] = [
+    ("int", 123456789),
+    ("short str", "hello, freight"),
+    ("3-tuple", (1, 2.5, "three")),
+    ("10-key dict", {f"key{i}": (i if i % 3 == 0 else (i * 0.5 if i % 3 == 1 else f"v{i}")) for i in range(10)}),
+]
+
+
+def case_small(report: Report, cfg: Config) -> None:
+    case = "b"
+    for name, value in SMALL_VALUES:
+        back = freight.loads(freight.dumps(value))
+        _check(report, back == value and type(back) is type(value), f"{name} does not round-trip")
+        fns = _roundtrip_fns(value)
+        for op in ("dumps+loads", "dumps", "loads"):
+            t_f = time_small(fns["freight"][op], cfg)
+            t_p = time_small(fns["pickle-5"][op], cfg)
+            t_c = time_small(fns["cloudpickle"][op], cfg)
+            if op == "dumps+loads":
+                peers = [
+                    ("pickle-5", t_p, "no slower than pickle", lambda r: r >= 1.0),
+                    ("cloudpickle", t_c, ">= 3x faster", lambda r: r >= 3.0),
+                ]
+            else:
+                peers = [("pickle-5", t_p, "", None), ("cloudpickle", t_c, "", None)]
+            compare(report, case, f"{name}: {op}", t_f, peers)
+
+
+def make_records(n: int = 10_000) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": i,
+            "score": i * 0.25,
+            "name": f"user-{i}",
+            "active": i % 2 == 0,
+            "parent": None if i % 5 else i - 1,
+        }
+        for i in range(n)
+    ]
+
+
+def case_records(report: Report, cfg: Config) -> None:
+    case = "c"
+    records = make_records()
+    back = freight.loads(freight.dumps(records))
+    _check(report, back == records, "10k dicts do not round-trip")
+    fns = _roundtrip_fns(records)
+    for op in ("dumps+loads", "dumps", "loads"):
+        t_f = time_large(fns["freight"][op], cfg.small_repeat, warmup=2)
+        t_p = time_large(fns["pickle-5"][op], cfg.small_repeat, warmup=2)
+        t_c = time_large(fns["cloudpickle"][op], cfg.small_repeat, warmup=2)
+        if op == "dumps+loads":
+            peers = [
+                ("pickle-5", t_p, ">= 1.5x faster", lambda r: r >= 1.5),
+                ("cloudpickle", t_c, "", None),
+            ]
+        else:
+            peers = [("pickle-5", t_p, "", None), ("cloudpickle", t_c, "", None)]
+        compare(report, case, f"10k dicts: {op}", t_f, peers)
+    report.extra["records_payload_bytes"] = {
+        "freight": len(freight.dumps(records)),
+        "pickle-5": len(pickle5_dumps(records)),
+        "cloudpickle": len(cloudpickle.dumps(records, protocol=5)),
+    }
+
+
+def make_closure() -> Callable[[int], int]:
+    data = list(range(100))
+    scale = 3
+
+    def weighted(x: int) -> int:
+        return sum(data) * scale + x
+
+    return weighted
+
+
+def make_lambda() -> Callable[[int], int]:
+    offset = 7
+    return lambda x: x * 2 + offset
+
+
+def case_closures(report: Report, cfg: Config) -> None:
+    case = "d"
+    for name, fn in (("closure (captures 100 ints)", make_closure()), ("lambda", make_lambda())):
+        back = freight.loads(freight.dumps(fn))
+        _check(report, back(5) == fn(5), f"{name} does not round-trip")
+        try:
+            pickle.dumps(fn, protocol=5)
+            note = ""
+        except Exception as exc:  # noqa: BLE001 - this is the point: pickle cannot
+            note = f"pickle cannot serialize a {name.split()[0]} ({type(exc).__name__})"
+        fns = _roundtrip_fns_closure(fn)
+        for op in ("dumps+loads", "dumps", "loads"):
+            t_f = time_small(fns["freight"][op], cfg, min_number=1_000)
+            t_c = time_small(fns["cloudpickle"][op], cfg, min_number=1_000)
+            if op == "dumps+loads":
+                peers = [("cloudpickle", t_c, "<= 1.1x cloudpickle", lambda r: r >= 1 / 1.1)]
+            else:
+                peers = [("cloudpickle", t_c, "", None)]
+            compare(report, case, f"{name}: {op}", t_f, peers, note=note)
+
+
+def _roundtrip_fns_closure(fn: Callable) -> dict[str, dict[str, Callable[[], Any]]]:
+    fb = freight.dumps(fn)
+    cb = cloudpickle.dumps(fn, protocol=5)
+    f_dumps, f_loads = freight.dumps, freight.loads
+    c_dumps, p_loads = cloudpickle.dumps, pickle.loads
+    return {
+        "freight": {
+            "dumps+loads": lambda: f_loads(f_dumps(fn)),
+            "dumps": lambda: f_dumps(fn),
+            "loads": lambda: f_loads(fb),
+        },
+        "cloudpickle": {
+            "dumps+loads": lambda: p_loads(c_dumps(fn, protocol=5)),
+            "dumps": lambda: c_dumps(fn, protocol=5),
+            "loads": lambda: p_loads(cb),
+        },
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------
+
+CASES = {
+    "a": "(a) large float64 array vs arr.copy(), pickle-5, np.save/np.load",
+    "b": "(b) small values, per call (dumps+loads is the target)",
+    "c": "(c) 10k dicts of scalars (5 keys each), per call",
+    "d": "(d) closures and lambdas vs cloudpickle (pickle cannot), per call",
+}
+
+
+def environment(cfg: Config) -> dict[str, Any]:
+    return {
+        "mode": "quick" if cfg.quick else "full",
+        "array_mib": cfg.array_mib,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "freight": getattr(freight, "__version__", "?"),
+        "numpy": np.__version__,
+        "cloudpickle": cloudpickle.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="bench_core.py",
+        description="freight core benchmarks: medians and ratios against pickle-5, cloudpickle, numpy.",
+    )
+    parser.add_argument("--quick", action="store_true", help="32 MiB array instead of 256 MiB, fewer repetitions")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument(
+        "--cases",
+        default="abcd",
+        help="which cases to run, a subset of 'abcd' (default: all)",
+    )
+    parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
+    args = parser.parse_args(argv)
+
+    cfg = Config(args.quick)
+    env = environment(cfg)
+    print(
+        f"freight {env['freight']} benchmarks ({env['mode']} mode) - Python {env['python']}, numpy {env['numpy']}, "
+        f"cloudpickle {env['cloudpickle']}, {env['cpu_count']} CPUs, {env['platform']}"
+    )
+    print("Times are medians; ratio = peer time / freight time (> 1: freight is faster).")
+
+    report = Report()
+    started = time.perf_counter()
+    runners = {"a": case_large, "b": case_small, "c": case_records, "d": case_closures}
+    for key in args.cases:
+        if key not in runners:
+            parser.error(f"unknown case {key!r} (choose from 'abcd')")
+        runners[key](report, cfg)
+        report.print_case(key, CASES[key])
+        if key == "a":
+            # Peak memory of dumps, each serializer in a fresh subprocess.
+            peak_memory(report, cfg)
+    elapsed = time.perf_counter() - started
+
+    passed, checked = report.summary()
+    misses = [r for r in report.rows if r.passed is False]
+    print()
+    print(f"Targets: {passed}/{checked} PASS in {elapsed:.1f} s")
+    for r in misses:
+        extra = f" vs {r.peer}" if r.peer else ""
+        ratio = f" (ratio {r.ratio:.2f}x)" if r.ratio is not None else ""
+        print(f"  MISS: {r.operation}{extra}: target {r.target}{ratio}")
+    for e in report.errors:
+        print(f"  ERROR: {e}")
+
+    if args.json:
+        out = {
+            "environment": env,
+            "elapsed_s": elapsed,
+            "targets_passed": passed,
+            "targets_checked": checked,
+            "errors": report.errors,
+            "extra": report.extra,
+            "rows": [dict(asdict(r), ratio=r.ratio) for r in report.rows],
+        }
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=2)
+        print(f"wrote {args.json}")
+
+    if report.errors:
+        return 2
+    if args.strict and misses:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+//! The one error type of the core crate. Every variant says what is wrong in words a user can
+//! act on; the bindings map each variant to one Python exception class.
+
+/// Errors raised while writing or reading a freight envelope.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input does not start with freight's magic bytes.
+    #[error("not a freight payload: it does not start with the magic bytes b'\\x89FRT' (got {found:?})")]
+    BadMagic { found: Vec<u8> },
+
+    /// The payload was written by a newer (or unknown) format version.
+    #[error("freight format version {found} is not supported by this build, which reads version {supported}; upgrade freight on this side")]
+    UnsupportedVersion { found: u8, supported: u8 },
+
+    /// The payload ended before a field it declares.
+    #[error("truncated freight payload: needed {needed} more bytes for {what} at offset {offset}, but the input ends there")]
+    Truncated { what: &'static str, offset: usize, needed: usize },
+
+    /// A field holds a value that no writer produces.
+    #[error("corrupt freight payload: {0}")]
+    Corrupt(String),
+
+    /// A declared size is over a configured limit.
+    #[error("freight payload declares {what} of {declared} bytes, over the limit of {limit}; raise the limit if the payload is trusted")]
+    OverLimit { what: &'static str, declared: u64, limit: u64 },
+
+    /// A checksum did not match: the bytes changed after they were written.
+    #[error("checksum mismatch in {what}: stored {stored:#018x}, computed {computed:#018x}; the payload was corrupted in transit or storage")]
+    Checksum { what: String, stored: u64, computed: u64 },
+
+    /// Nesting deeper than the reader accepts.
+    #[error("freight payload nests deeper than {limit} levels")]
+    TooDeep { limit: usize },
+}
+
+impl Error {
+    pub fn corrupt(msg: impl Into<String>) -> Self {
+        Error::Corrupt(msg.into())
+    }
+
+    /// True for errors that mean "the bytes were changed" rather than "the bytes are malformed".
+    pub fn is_integrity(&self) -> bool {
+        matches!(self, Error::Checksum { .. })
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

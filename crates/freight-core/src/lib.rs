@@ -1,0 +1,25 @@
+//! freight-core: freight's wire format in pure Rust (no Python).
+//!
+//! - [`envelope`]: preamble, header, frame table, header checksum, 64-byte aligned frames.
+//! - [`writer`] / [`reader`]: the node tree, written and read one node at a time.
+//! - [`walk`]: a Python-free structural check of a tree (used by `inspect` and the tests).
+//! - [`checksum`], [`memory`]: xxh3-64 (fused with copies) and huge-page advice.
+//!
+//! Every length, count and index read from a payload is checked against the bytes that remain
+//! before it is used, so no input can make the reader allocate more than the input justifies.
+
+pub mod checksum;
+pub mod envelope;
+pub mod error;
+pub mod memory;
+pub mod reader;
+pub mod tags;
+pub mod varint;
+pub mod walk;
+pub mod writer;
+
+pub use envelope::{EnvelopeSpec, EnvelopeWriter, FrameInfo, Header, Limits};
+pub use error::{Error, Result};
+pub use reader::{PickleDataRef, PickleNode, Reader};
+pub use tags::Tag;
+pub use writer::{DateTimeFields, PickleData, TreeWriter};

@@ -1,0 +1,272 @@
+//! `TreeWriter`: appends nodes of the tree. The bindings call one method per node; they never
+//! write bytes or offsets themselves.
+
+use crate::tags::Tag;
+use crate::varint::{put_uvarint, zigzag};
+
+/// Calendar fields shared by datetime, date and time nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DateTimeFields {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub microsecond: u32,
+    pub fold: u8,
+}
+
+/// Where a pickle node keeps its pickle stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PickleData<'a> {
+    Inline(&'a [u8]),
+    Frame(u32),
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct TreeWriter {
+    buf: Vec<u8>,
+}
+
+impl TreeWriter {
+    pub fn new() -> Self {
+        Self { buf: Vec::with_capacity(64) }
+    }
+
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self { buf: Vec::with_capacity(capacity) }
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// Drops everything written after `len` (used to roll back a subtree).
+    pub fn truncate(&mut self, len: usize) {
+        self.buf.truncate(len);
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    #[inline]
+    fn tag(&mut self, tag: Tag) {
+        self.buf.push(tag as u8);
+    }
+
+    #[inline]
+    fn uvarint(&mut self, v: u64) {
+        put_uvarint(&mut self.buf, v);
+    }
+
+    #[inline]
+    fn len_prefixed(&mut self, data: &[u8]) {
+        self.uvarint(data.len() as u64);
+        self.buf.extend_from_slice(data);
+    }
+
+    #[inline]
+    pub fn none(&mut self) {
+        self.tag(Tag::None_);
+    }
+
+    #[inline]
+    pub fn bool(&mut self, v: bool) {
+        self.tag(if v { Tag::True } else { Tag::False });
+    }
+
+    #[inline]
+    pub fn int(&mut self, v: i64) {
+        self.tag(Tag::Int);
+        self.uvarint(zigzag(v));
+    }
+
+    /// An int outside i64, as two's complement little-endian bytes.
+    pub fn big_int(&mut self, twos_complement_le: &[u8]) {
+        self.tag(Tag::BigInt);
+        self.len_prefixed(twos_complement_le);
+    }
+
+    #[inline]
+    pub fn float(&mut self, v: f64) {
+        self.tag(Tag::Float);
+        self.buf.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
+
+    pub fn complex(&mut self, real: f64, imag: f64) {
+        self.tag(Tag::Complex);
+        self.buf.extend_from_slice(&real.to_bits().to_le_bytes());
+        self.buf.extend_from_slice(&imag.to_bits().to_le_bytes());
+    }
+
+    /// Str, StrSurrogates, Bytes, ByteArray or Decimal: a tag and a length-prefixed byte string.
+    #[inline]
+    pub fn byte_string(&mut self, tag: Tag, data: &[u8]) {
+        debug_assert!(matches!(
+            tag,
+            Tag::Str | Tag::StrSurrogates | Tag::Bytes | Tag::ByteArray | Tag::Decimal
+        ));
+        self.tag(tag);
+        self.len_prefixed(data);
+    }
+
+    /// FrameBytes, FrameByteArray or FrameStr: a tag and a frame index.
+    pub fn frame_ref(&mut self, tag: Tag, frame: u32) {
+        debug_assert!(matches!(tag, Tag::FrameBytes | Tag::FrameByteArray | Tag::FrameStr));
+        self.tag(tag);
+        self.uvarint(frame as u64);
+    }
+
+    /// List, Tuple, Dict, Set or FrozenSet of `n` items (pairs for Dict); the items follow.
+    #[inline]
+    pub fn container(&mut self, tag: Tag, n: usize) {
+        debug_assert!(matches!(tag, Tag::List | Tag::Tuple | Tag::Dict | Tag::Set | Tag::FrozenSet));
+        self.tag(tag);
+        self.uvarint(n as u64);
+    }
+
+    /// Marks the next node as taking the next memo slot.
+    #[inline]
+    pub fn memo(&mut self) {
+        self.tag(Tag::Memo);
+    }
+
+    #[inline]
+    pub fn reference(&mut self, slot: u32) {
+        self.tag(Tag::Ref);
+        self.uvarint(slot as u64);
+    }
+
+    fn clock(&mut self, f: &DateTimeFields) {
+        self.buf.extend_from_slice(&[f.hour, f.minute, f.second]);
+        self.uvarint(f.microsecond as u64);
+        self.buf.push(f.fold);
+    }
+
+    /// A datetime; its tz node must follow.
+    pub fn datetime(&mut self, f: &DateTimeFields) {
+        self.tag(Tag::DateTime);
+        self.buf.extend_from_slice(&f.year.to_le_bytes());
+        self.buf.extend_from_slice(&[f.month, f.day]);
+        self.clock(f);
+    }
+
+    pub fn date(&mut self, f: &DateTimeFields) {
+        self.tag(Tag::Date);
+        self.buf.extend_from_slice(&f.year.to_le_bytes());
+        self.buf.extend_from_slice(&[f.month, f.day]);
+    }
+
+    /// A time; its tz node must follow.
+    pub fn time(&mut self, f: &DateTimeFields) {
+        self.tag(Tag::Time);
+        self.clock(f);
+    }
+
+    pub fn timedelta(&mut self, days: i32, seconds: u32, microseconds: u32) {
+        self.tag(Tag::TimeDelta);
+        self.uvarint(zigzag(days as i64));
+        self.uvarint(seconds as u64);
+        self.uvarint(microseconds as u64);
+    }
+
+    pub fn tz_none(&mut self) {
+        self.tag(Tag::TzNone);
+    }
+
+    pub fn tz_utc(&mut self) {
+        self.tag(Tag::TzUtc);
+    }
+
+    pub fn tz_fixed(&mut self, offset_us: i64, name: Option<&[u8]>) {
+        self.tag(Tag::TzFixed);
+        self.uvarint(zigzag(offset_us));
+        match name {
+            Some(name) => {
+                self.buf.push(1);
+                self.len_prefixed(name);
+            }
+            None => self.buf.push(0),
+        }
+    }
+
+    pub fn tz_zoneinfo(&mut self, key: &[u8]) {
+        self.tag(Tag::TzZoneInfo);
+        self.len_prefixed(key);
+    }
+
+    pub fn uuid(&mut self, bytes: &[u8; 16], is_safe: i8) {
+        self.tag(Tag::Uuid);
+        self.buf.extend_from_slice(bytes);
+        self.buf.push(is_safe as u8);
+    }
+
+    pub fn path(&mut self, flavour: u8, text: &[u8]) {
+        self.tag(Tag::Path);
+        self.buf.push(flavour);
+        self.len_prefixed(text);
+    }
+
+    /// Starts an ndarray node; the dtype node follows, then `ndarray_end`.
+    pub fn ndarray_begin(&mut self) {
+        self.tag(Tag::NdArray);
+    }
+
+    pub fn ndarray_end(&mut self, flags: u8, shape: &[u64], frame: u32) {
+        self.buf.push(flags);
+        self.uvarint(shape.len() as u64);
+        for &dim in shape {
+            self.uvarint(dim);
+        }
+        self.uvarint(frame as u64);
+    }
+
+    /// Starts an ext node for registered tag `tag_index`; the meta node follows, then `ext_end`.
+    pub fn ext_begin(&mut self, tag_index: u32) {
+        self.tag(Tag::Ext);
+        self.uvarint(tag_index as u64);
+    }
+
+    pub fn ext_end(&mut self, frames: &[u32]) {
+        self.uvarint(frames.len() as u64);
+        for &frame in frames {
+            self.uvarint(frame as u64);
+        }
+    }
+
+    /// A whole pickle node. `externals` are subtrees written by their own `TreeWriter`.
+    pub fn pickle(&mut self, cloudpickle: bool, data: PickleData<'_>, buffers: &[u32], externals: &[Vec<u8>]) {
+        self.tag(Tag::Pickle);
+        self.buf.push(cloudpickle as u8);
+        match data {
+            PickleData::Inline(bytes) => {
+                self.buf.push(0);
+                self.len_prefixed(bytes);
+            }
+            PickleData::Frame(index) => {
+                self.buf.push(1);
+                self.uvarint(index as u64);
+            }
+        }
+        self.uvarint(buffers.len() as u64);
+        for &frame in buffers {
+            self.uvarint(frame as u64);
+        }
+        self.uvarint(externals.len() as u64);
+        for external in externals {
+            self.len_prefixed(external);
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Buffers in and out: `RawBuffer` (an exported Py_buffer, released on drop), `FrameBuffer`
+//! (a Python object exposing a slice of memory that something else owns, so arrays and
+//! memoryviews can view it without a copy), and uninitialised output `bytes`.
+
+use std::ffi::c_int;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// An exported buffer. Holding it keeps the exporter alive and its memory fixed (a bytearray
+/// cannot resize while exported). Released, with the GIL, on drop.
+pub struct RawBuffer {
+    view: Box<ffi::Py_buffer>,
+}
+
+// SAFETY: the exported memory stays valid until PyBuffer_Release, which Drop calls while attached
+// to the interpreter; the struct itself holds no thread-bound state.
+unsafe impl Send for RawBuffer {}
+unsafe impl Sync for RawBuffer {}
+
+impl RawBuffer {
+    /// Exports `obj`'s buffer with the given PyBUF_* flags.
+    pub fn get(obj: &Bound<'_, PyAny>, flags: c_int) -> PyResult<Self> {
+        let mut view: Box<std::mem::MaybeUninit<ffi::Py_buffer>> = Box::new_uninit();
+        // SAFETY: PyObject_GetBuffer initialises the view on success (returns 0).
+        let rc = unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), flags) };
+        if rc != 0 {
+            return Err(PyErr::fetch(obj.py()));
+        }
+        Ok(Self { view: unsafe { view.assume_init() } })
+    }
+
+    /// A read-only, C-contiguous byte view of any buffer-protocol object.
+    pub fn simple(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Self::get(obj, ffi::PyBUF_SIMPLE)
+    }
+
+    /// Tries a writable export first, then a read-only one.
+    pub fn prefer_writable(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        match Self::get(obj, ffi::PyBUF_WRITABLE) {
+            Ok(buf) => Ok(buf),
+            Err(_) => Self::simple(obj),
+        }
+    }
+
+    #[inline]
+    pub fn ptr(&self) -> *const u8 {
+        self.view.buf as *const u8
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.view.len as usize
+    }
+
+    #[inline]
+    pub fn readonly(&self) -> bool {
+        self.view.readonly != 0
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.view.ndim as usize
+    }
+
+    /// Shape of an export made with PyBUF_ND or more.
+    pub fn shape(&self) -> Vec<u64> {
+        if self.view.shape.is_null() {
+            return vec![self.len() as u64];
+        }
+        // SAFETY: an export with PyBUF_ND fills `ndim` entries of `shape`.
+        unsafe { std::slice::from_raw_parts(self.view.shape, self.ndim()) }.iter().map(|&d| d as u64).collect()
+    }
+
+    pub fn is_contiguous(&self, order: u8) -> bool {
+        // SAFETY: the view is a valid export.
+        unsafe { ffi::PyBuffer_IsContiguous(&*self.view, order as std::ffi::c_char) != 0 }
+    }
+
+    /// The bytes. Valid while `self` lives; the exporter may be mutated by other Python code
+    /// (then the bytes change), but never freed or moved.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        if self.len() == 0 {
+            return &[];
+        }
+        // SAFETY: a successful export guarantees `len` readable bytes at `buf`.
+        unsafe { std::slice::from_raw_parts(self.ptr(), self.len()) }
+    }
+
+    /// Mutable bytes of a writable export.
+    ///
+    /// # Safety
+    /// The caller must have exported with PyBUF_WRITABLE and hold no other reference to the bytes.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn as_mut_slice(&self) -> &mut [u8] {
+        if self.len() == 0 {
+            return &mut [];
+        }
+        unsafe { std::slice::from_raw_parts_mut(self.view.buf as *mut u8, self.len()) }
+    }
+}
+
+impl Drop for RawBuffer {
+    fn drop(&mut self) {
+        Python::attach(|_| unsafe { ffi::PyBuffer_Release(&mut *self.view) });
+    }
+}
+
+/// Who owns the memory a `FrameBuffer` exposes.
+pub enum Owner {
+    /// An exported buffer (an input payload, an array, a serializer's frame).
+    Buffer(Arc<RawBuffer>),
+    /// An immutable Python object whose memory does not move (bytes, str's cached UTF-8).
+    Object(Py<PyAny>),
+}
+
+/// A Python object exposing `len` bytes at `ptr`, owned by `owner`. This is what the frames of
+/// `dumps_frames` and the zero-copy arrays of `loads` view.
+#[pyclass(module = "freight._freight", frozen)]
+pub struct FrameBuffer {
+    owner: Owner,
+    ptr: usize,
+    len: usize,
+    readonly: bool,
+}
+
+impl FrameBuffer {
+    pub fn new(owner: Owner, ptr: *const u8, len: usize, readonly: bool) -> Self {
+        Self { owner, ptr: ptr as usize, len, readonly }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the owner keeps `len` bytes at `ptr` valid for as long as `self` lives.
+        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) }
+    }
+
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+}
+
+#[pymethods]
+impl FrameBuffer {
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        let this = slf.get();
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE && this.readonly {
+            return Err(PyBufferError::new_err("this freight frame is read-only"));
+        }
+        // SAFETY: PyBuffer_FillInfo fills `view` for a contiguous byte buffer and takes a new
+        // reference to `slf`, which keeps the owner (and so the memory) alive.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                this.ptr as *mut std::ffi::c_void,
+                this.len as ffi::Py_ssize_t,
+                this.readonly as c_int,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<freight frame of {} bytes{}>", self.len, if self.readonly { ", read-only" } else { "" })
+    }
+}
+
+/// A memoryview over a new FrameBuffer.
+pub fn frame_memoryview<'py>(py: Python<'py>, frame: FrameBuffer) -> PyResult<Bound<'py, PyAny>> {
+    let obj = Bound::new(py, frame)?;
+    // SAFETY: PyMemoryView_FromObject returns a new reference or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyMemoryView_FromObject(obj.as_ptr())) }
+}
+
+/// A new `bytes` of `len` bytes whose contents the caller must fully write. Large ones are
+/// advised onto huge pages before anything touches them (see freight_core::memory).
+pub fn uninit_bytes(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, PyBytes>, &mut [u8])> {
+    // SAFETY: a NULL source gives an uninitialised bytes object of `len` bytes, which we own
+    // exclusively until it is returned to Python; the caller writes every byte.
+    unsafe {
+        let ptr = ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as ffi::Py_ssize_t);
+        let bytes = Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked::<PyBytes>();
+        let data = std::slice::from_raw_parts_mut(ffi::PyBytes_AsString(ptr) as *mut u8, len);
+        freight_core::memory::advise_hugepages(data);
+        Ok((bytes, data))
+    }
+}
+
+/// Sizes above which copies and checksums run with the GIL released.
+pub const DETACH_THRESHOLD: usize = 1 << 20;
+
+/// Runs `f` with the GIL released when `bytes` is large enough to be worth it.
+pub fn maybe_detach<T: Send, F: FnOnce() -> T + Send>(py: Python<'_>, bytes: usize, f: F) -> T {
+    if bytes >= DETACH_THRESHOLD {
+        py.detach(f)
+    } else {
+        f()
+    }
+}

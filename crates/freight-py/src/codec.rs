@@ -1,0 +1,221 @@
+//! `Codec`: the configured entry points (`dumps`, `loads`, ...) that `freight.Freight` binds.
+//! Two phases: while attached, walk the objects into a tree and a list of frames; then lay the
+//! envelope out and copy the frames with the GIL released.
+
+use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter};
+use freight_core::{PickleData, TreeWriter};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer};
+use crate::decode::{decode, DecodeCtx, Options};
+use crate::encode::{Dispatch, EncodeState, FrameSource, Walker, FRAME_MIN};
+use crate::errors::{EncodeError, SerializationError};
+use crate::pickle_bridge::PickleSink;
+
+#[pyclass(module = "freight._freight", frozen)]
+pub struct Codec {
+    types: Py<PyDict>,
+    predicates: Py<PyList>,
+    registry: Py<PyAny>,
+    allow_pickle: bool,
+    zero_copy: bool,
+    verify: Option<bool>,
+    checksum: bool,
+}
+
+/// A walked payload, ready to be laid out.
+struct Encoded {
+    tree: Vec<u8>,
+    state: EncodeState,
+    versions: Vec<(String, String)>,
+}
+
+impl Encoded {
+    fn spec(&self, checksums: bool) -> EnvelopeSpec<'_> {
+        EnvelopeSpec {
+            needs_pickle: self.state.needs_pickle,
+            tags: self.state.tags.iter().map(String::as_str).collect(),
+            versions: self.versions.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
+            frame_lens: self.state.frames.iter().map(|f| f.as_slice().len() as u64).collect(),
+            checksums,
+            tree: &self.tree,
+        }
+    }
+}
+
+fn python_version(py: Python<'_>) -> String {
+    let v = py.version_info();
+    format!("{}.{}", v.major, v.minor)
+}
+
+impl Codec {
+    fn dispatch<'py>(&self, py: Python<'py>) -> Dispatch<'py> {
+        Dispatch { types: self.types.bind(py).clone(), predicates: self.predicates.bind(py).clone() }
+    }
+
+    fn encode(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Encoded> {
+        let dispatch = self.dispatch(py);
+        let mut state = EncodeState::default();
+        let native = {
+            let mut walker = Walker::new(py, &dispatch, &mut state, false);
+            match walker.walk(obj, true) {
+                Ok(()) => Some(walker.into_tree()),
+                Err(EncodeError::Unsupported) => None,
+                Err(EncodeError::Py(err)) => return Err(err),
+            }
+        };
+        if let Some(tree) = native {
+            return Ok(Encoded { tree, state, versions: Vec::new() });
+        }
+        self.encode_pickled(py, obj)
+    }
+
+    /// The whole payload through one (cloud)pickler; arrays and registered types inside still
+    /// become freight nodes and frames (see pickle_bridge.rs).
+    #[inline(never)]
+    fn encode_pickled(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Encoded> {
+        let sink = Bound::new(py, PickleSink::new(self.types.clone_ref(py), self.predicates.clone_ref(py)))?;
+        let module = py.import(pyo3::intern!(py, "freight._pickle"))?;
+        let out = module.getattr(pyo3::intern!(py, "dump"))?.call1((obj, &sink))?;
+        let out = out.cast::<PyTuple>()?;
+        let data = out.get_item(0)?.cast_into::<PyBytes>()?;
+        let cloud: bool = out.get_item(1)?.extract()?;
+        let (mut state, externals, buffers, _) = sink.borrow().take();
+        state.needs_pickle = true;
+        let mut versions = vec![("python".to_owned(), python_version(py))];
+        if cloud {
+            let version: String = py.import("cloudpickle")?.getattr("__version__")?.extract()?;
+            versions.push(("cloudpickle".to_owned(), version));
+        }
+        let mut w = TreeWriter::new();
+        let bytes = data.as_bytes();
+        if bytes.len() >= FRAME_MIN {
+            let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
+            let index = state.add_frame(FrameSource::Object { obj: data.clone().into_any().unbind(), ptr, len }).map_err(|e| match e {
+                EncodeError::Py(err) => err,
+                EncodeError::Unsupported => SerializationError::new_err("too many frames"),
+            })?;
+            w.pickle(cloud, PickleData::Frame(index), &buffers, &externals);
+        } else {
+            w.pickle(cloud, PickleData::Inline(bytes), &buffers, &externals);
+        }
+        Ok(Encoded { tree: w.into_bytes(), state, versions })
+    }
+
+    fn options(&self, allow_pickle: Option<bool>, zero_copy: Option<bool>, verify: Option<bool>) -> Options {
+        let zero_copy = zero_copy.unwrap_or(self.zero_copy);
+        Options {
+            allow_pickle: allow_pickle.unwrap_or(self.allow_pickle),
+            zero_copy,
+            // Verifying reads every byte: a zero-copy load skips it unless asked, so that it stays
+            // constant-time.
+            verify: verify.or(self.verify).unwrap_or(!zero_copy),
+        }
+    }
+}
+
+/// Lets the frame copies run on another thread while the GIL is released.
+struct SendPtr<T: ?Sized>(*mut T);
+unsafe impl<T: ?Sized> Send for SendPtr<T> {}
+impl<T: ?Sized> SendPtr<T> {
+    // A method (not a field access) so that closures capture the whole Send wrapper.
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
+#[pymethods]
+impl Codec {
+    #[new]
+    #[pyo3(signature = (types, registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true))]
+    fn new(
+        types: Bound<'_, PyDict>,
+        registry: Bound<'_, PyAny>,
+        allow_pickle: bool,
+        zero_copy: bool,
+        verify: Option<bool>,
+        checksum: bool,
+    ) -> PyResult<Self> {
+        let predicates = registry.getattr("_predicate_view")?.cast_into::<PyList>()?.unbind();
+        Ok(Self { types: types.unbind(), predicates, registry: registry.unbind(), allow_pickle, zero_copy, verify, checksum })
+    }
+
+    /// Serializes `obj` to one `bytes` object (each frame copied exactly once).
+    #[pyo3(signature = (obj, /, *, checksum=None))]
+    fn dumps<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>, checksum: Option<bool>) -> PyResult<Bound<'py, PyBytes>> {
+        let encoded = self.encode(py, obj)?;
+        let spec = encoded.spec(checksum.unwrap_or(self.checksum));
+        let mut writer = EnvelopeWriter::new(&spec);
+        let total = writer.total_len();
+        let (bytes, out) = uninit_bytes(py, total)?;
+        let frames: Vec<&[u8]> = encoded.state.frames.iter().map(FrameSource::as_slice).collect();
+        let frame_bytes: usize = frames.iter().map(|f| f.len()).sum();
+        let out = SendPtr(out as *mut [u8]);
+        let frames_ptr = SendPtr(&frames as *const Vec<&[u8]> as *mut Vec<&[u8]>);
+        let writer_ptr = SendPtr(&mut writer as *mut EnvelopeWriter);
+        maybe_detach(py, frame_bytes, move || {
+            // SAFETY: `out` is the fresh bytes object's buffer, exclusively ours until returned;
+            // the frame sources are kept alive (and pinned by their exports) by `encoded`.
+            let (out, frames, writer) = unsafe { (&mut *out.get(), &*frames_ptr.get(), &mut *writer_ptr.get()) };
+            writer.write_contiguous(out, frames)
+        })
+        .map_err(|e| SerializationError::new_err(e.to_string()))?;
+        Ok(bytes)
+    }
+
+    /// Serializes `obj` to a list of buffers: the header, then each frame as a zero-copy view of
+    /// the original memory. No checksums by default (computing them reads every byte).
+    #[pyo3(signature = (obj, /, *, checksum=false))]
+    fn dumps_frames<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>, checksum: bool) -> PyResult<Bound<'py, PyList>> {
+        let encoded = self.encode(py, obj)?;
+        let spec = encoded.spec(checksum);
+        let mut writer = EnvelopeWriter::new(&spec);
+        if checksum {
+            for (i, frame) in encoded.state.frames.iter().enumerate() {
+                let data = frame.as_slice();
+                let sum = maybe_detach(py, data.len(), || freight_core::checksum::hash(data));
+                writer.set_frame_checksum(i, sum);
+            }
+        }
+        let out = PyList::empty(py);
+        out.append(PyBytes::new(py, writer.finish()))?;
+        for frame in &encoded.state.frames {
+            let data = frame.as_slice();
+            out.append(frame_memoryview(py, FrameBuffer::new(frame.owner(py), data.as_ptr(), data.len(), true))?)?;
+        }
+        Ok(out)
+    }
+
+    /// Deserializes a payload from any buffer.
+    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None))]
+    fn loads<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        allow_pickle: Option<bool>,
+        zero_copy: Option<bool>,
+        verify: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let ctx = DecodeCtx::contiguous(py, data, self.registry.bind(py), self.options(allow_pickle, zero_copy, verify))?;
+        decode(py, ctx)
+    }
+
+    /// Deserializes a payload given as a list of buffers (the output of `dumps_frames`).
+    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None))]
+    fn loads_frames<'py>(
+        &self,
+        py: Python<'py>,
+        frames: &Bound<'py, PyAny>,
+        allow_pickle: Option<bool>,
+        zero_copy: Option<bool>,
+        verify: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let list = match frames.cast::<PyList>() {
+            Ok(list) => list.clone(),
+            Err(_) => PyList::new(py, frames.try_iter()?.collect::<PyResult<Vec<_>>>()?)?,
+        };
+        let ctx = DecodeCtx::from_frames(py, &list, self.registry.bind(py), self.options(allow_pickle, zero_copy, verify))?;
+        decode(py, ctx)
+    }
+}

@@ -1,0 +1,676 @@
+//! The native walker: turns a Python object graph into a node tree and a list of frames.
+//!
+//! Exact-type checks only (a subclass is not its base). Objects referenced more than once
+//! (refcount > 1) are memoized so that shared references and cycles come back as under pickle;
+//! objects referenced once cost no memo work at all. When the walker meets something it cannot
+//! encode natively it returns `EncodeError::Unsupported` and the whole payload goes through the
+//! pickle bridge (see pickle_bridge.rs), which hands arrays and registered types back here.
+
+use std::sync::Arc;
+
+use freight_core::{DateTimeFields, Tag, TreeWriter};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+
+use crate::buffer::{Owner, RawBuffer};
+use crate::errors::{EncodeError, EncodeResult, SerializationError};
+use crate::memo::PtrMap;
+use crate::types::{ndarray_type, std_types};
+
+/// bytes, bytearray and str at least this large become frames (zero copy in dumps_frames).
+pub const FRAME_MIN: usize = 64 * 1024;
+/// Deepest nesting the walker follows (its stack grows on the heap as needed up to this).
+pub const MAX_DEPTH: usize = 200_000;
+
+/// Memory a frame points at, kept alive until the payload is written.
+pub enum FrameSource {
+    Buffer(Arc<RawBuffer>),
+    Object { obj: Py<PyAny>, ptr: usize, len: usize },
+}
+
+impl FrameSource {
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            FrameSource::Buffer(buf) => buf.as_slice(),
+            FrameSource::Object { ptr, len, .. } => {
+                if *len == 0 {
+                    return &[];
+                }
+                // SAFETY: `obj` is an immutable bytes/str that owns `len` bytes at `ptr`.
+                unsafe { std::slice::from_raw_parts(*ptr as *const u8, *len) }
+            }
+        }
+    }
+
+    pub fn owner(&self, py: Python<'_>) -> Owner {
+        match self {
+            FrameSource::Buffer(buf) => Owner::Buffer(buf.clone()),
+            FrameSource::Object { obj, .. } => Owner::Object(obj.clone_ref(py)),
+        }
+    }
+}
+
+/// What one payload's walk produced besides the tree: frames, tags, flags.
+#[derive(Default)]
+pub struct EncodeState {
+    pub frames: Vec<FrameSource>,
+    pub tags: Vec<String>,
+    pub needs_pickle: bool,
+    pub cloudpickle: bool,
+    pub pickled: bool,
+}
+
+impl EncodeState {
+    pub fn add_frame(&mut self, source: FrameSource) -> EncodeResult<u32> {
+        let index = u32::try_from(self.frames.len())
+            .map_err(|_| SerializationError::new_err("a payload holds at most 2**32 frames"))?;
+        self.frames.push(source);
+        Ok(index)
+    }
+
+    fn tag_index(&mut self, tag: &str) -> u32 {
+        match self.tags.iter().position(|t| t == tag) {
+            Some(i) => i as u32,
+            None => {
+                self.tags.push(tag.to_owned());
+                (self.tags.len() - 1) as u32
+            }
+        }
+    }
+}
+
+/// The registry as the walker sees it: the exact-type dict and the predicate list of a
+/// `freight.Registry`, both updated in place by Python when registrations change.
+pub struct Dispatch<'py> {
+    pub types: Bound<'py, PyDict>,
+    pub predicates: Bound<'py, PyList>,
+}
+
+impl<'py> Dispatch<'py> {
+    pub fn is_empty(&self) -> bool {
+        self.types.is_empty() && self.predicates.is_empty()
+    }
+
+    #[inline]
+    pub fn exact(&self, ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.types.get_item(ty)
+    }
+
+    /// MRO, then `supported(obj)` predicates.
+    pub fn slow(&self, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        let ty = obj.get_type();
+        if !self.types.is_empty() {
+            for base in crate::types::mro_bases(&ty)?.iter().skip(1) {
+                if let Some(entry) = self.types.get_item(&base)? {
+                    return Ok(Some(entry));
+                }
+            }
+        }
+        for entry in self.predicates.iter() {
+            if entry.call_method1(pyo3::intern!(obj.py(), "accepts"), (obj,))?.is_truthy()? {
+                return Ok(Some(entry));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[derive(Clone, Copy)]
+struct MemoEntry {
+    slot: u32,
+    /// False while a tuple, frozenset or serializer-encoded object is being walked: the decoder
+    /// creates those after their children, so a reference back to one cannot be decoded natively.
+    done: bool,
+}
+
+pub struct Walker<'a, 'py> {
+    py: Python<'py>,
+    dispatch: &'a Dispatch<'py>,
+    pub state: &'a mut EncodeState,
+    w: TreeWriter,
+    memo: PtrMap<MemoEntry>,
+    next_slot: u32,
+    depth: usize,
+    /// Inside a pickle external (an array or registered object found by the pickler): anything
+    /// unsupported is an error, not a reason to fall back.
+    external: bool,
+    overrides: bool,
+    /// Objects created during the walk (serializer metadata): kept alive so that their
+    /// addresses, used as memo keys, are not reused within this walk.
+    keep_alive: Vec<Bound<'py, PyAny>>,
+}
+
+#[inline]
+fn refcnt(ptr: *mut ffi::PyObject) -> isize {
+    // SAFETY: ptr is a live object.
+    unsafe { ffi::Py_REFCNT(ptr) }
+}
+
+impl<'a, 'py> Walker<'a, 'py> {
+    pub fn new(py: Python<'py>, dispatch: &'a Dispatch<'py>, state: &'a mut EncodeState, external: bool) -> Self {
+        let overrides = !dispatch.types.is_empty();
+        Self {
+            py,
+            dispatch,
+            state,
+            w: TreeWriter::new(),
+            memo: PtrMap::default(),
+            next_slot: 0,
+            depth: 0,
+            external,
+            overrides,
+            keep_alive: Vec::new(),
+        }
+    }
+
+    pub fn into_tree(self) -> Vec<u8> {
+        self.w.into_bytes()
+    }
+
+    /// Memo bookkeeping for an object about to be written. Returns true when a reference was
+    /// written instead (the object was seen before).
+    #[inline]
+    fn memo_seen(&mut self, ptr: *mut ffi::PyObject, shared: bool, done: bool) -> EncodeResult<bool> {
+        if !shared {
+            return Ok(false);
+        }
+        let key = ptr as usize;
+        if let Some(entry) = self.memo.get(&key) {
+            if !entry.done {
+                return self.unsupported("a cycle through a tuple, frozenset or registered object");
+            }
+            self.w.reference(entry.slot);
+            return Ok(true);
+        }
+        self.memo.insert(key, MemoEntry { slot: self.next_slot, done });
+        self.next_slot += 1;
+        self.w.memo();
+        Ok(false)
+    }
+
+    fn memo_done(&mut self, ptr: *mut ffi::PyObject, shared: bool) {
+        if shared {
+            if let Some(entry) = self.memo.get_mut(&(ptr as usize)) {
+                entry.done = true;
+            }
+        }
+    }
+
+    fn unsupported<T>(&self, what: &str) -> EncodeResult<T> {
+        if self.external {
+            Err(EncodeError::Py(SerializationError::new_err(format!(
+                "cannot encode {what} inside a serializer's metadata; metadata must hold only builtins, \
+                 numpy arrays and registered types"
+            ))))
+        } else {
+            Err(EncodeError::Unsupported)
+        }
+    }
+
+    /// Walks one object. `shared`: whether anything else may reference it (refcount > 1 as seen
+    /// from its container), which decides whether it is memoized.
+    pub fn walk(&mut self, obj: &Bound<'py, PyAny>, shared: bool) -> EncodeResult<()> {
+        let ptr = obj.as_ptr();
+        // SAFETY: reading the type of a live object.
+        let ty = unsafe { ffi::Py_TYPE(ptr) };
+        if self.overrides {
+            if let Some(entry) = self.dispatch.exact(&obj.get_type())? {
+                return self.ext(obj, &entry, shared);
+            }
+        }
+        unsafe {
+            if ptr == ffi::Py_None() {
+                self.w.none();
+            } else if ty == &raw mut ffi::PyBool_Type {
+                self.w.bool(ptr == ffi::Py_True());
+            } else if ty == &raw mut ffi::PyLong_Type {
+                self.int(obj)?;
+            } else if ty == &raw mut ffi::PyFloat_Type {
+                self.w.float(ffi::PyFloat_AS_DOUBLE(ptr));
+            } else if ty == &raw mut ffi::PyUnicode_Type {
+                if !self.memo_seen(ptr, shared, true)? {
+                    self.str(obj)?;
+                }
+            } else if ty == &raw mut ffi::PyList_Type {
+                if !self.memo_seen(ptr, shared, true)? {
+                    self.nested(|this| this.list(obj))?;
+                }
+            } else if ty == &raw mut ffi::PyDict_Type {
+                if !self.memo_seen(ptr, shared, true)? {
+                    self.nested(|this| this.dict(obj))?;
+                }
+            } else if ty == &raw mut ffi::PyTuple_Type {
+                if !self.memo_seen(ptr, shared, false)? {
+                    self.nested(|this| this.tuple(obj))?;
+                    self.memo_done(ptr, shared);
+                }
+            } else if ty == &raw mut ffi::PyBytes_Type {
+                if !self.memo_seen(ptr, shared, true)? {
+                    self.bytes(obj)?;
+                }
+            } else {
+                return self.walk_other(obj, shared);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a container's walk one level deeper, growing the stack when it runs low so that
+    /// deep nesting neither overflows nor needs a small limit.
+    #[inline]
+    fn nested(&mut self, f: impl FnOnce(&mut Self) -> EncodeResult<()>) -> EncodeResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(EncodeError::Py(SerializationError::new_err(format!(
+                "the object nests deeper than {MAX_DEPTH} levels; flatten it before serializing"
+            ))));
+        }
+        let out = stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || f(self));
+        self.depth -= 1;
+        out
+    }
+
+    fn int(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        let mut overflow = 0;
+        // SAFETY: obj is an exact int.
+        let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
+        if overflow == 0 {
+            self.w.int(v);
+            return Ok(());
+        }
+        let bits: usize = obj.call_method0(pyo3::intern!(self.py, "bit_length"))?.extract()?;
+        let n = bits / 8 + 1;
+        let kwargs = PyDict::new(self.py);
+        kwargs.set_item("signed", true)?;
+        let bytes = obj.call_method("to_bytes", (n, "little"), Some(&kwargs))?;
+        let bytes: &[u8] = bytes.extract()?;
+        self.w.big_int(bytes);
+        Ok(())
+    }
+
+    fn str(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        let mut size: ffi::Py_ssize_t = 0;
+        // SAFETY: obj is an exact str; the UTF-8 buffer is cached inside it and lives as long.
+        let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(obj.as_ptr(), &mut size) };
+        if !data.is_null() {
+            let len = size as usize;
+            if len >= FRAME_MIN {
+                let frame = self.state.add_frame(FrameSource::Object {
+                    obj: obj.clone().unbind(),
+                    ptr: data as usize,
+                    len,
+                })?;
+                self.w.frame_ref(Tag::FrameStr, frame);
+            } else {
+                let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
+                self.w.byte_string(Tag::Str, bytes);
+            }
+            return Ok(());
+        }
+        // Lone surrogates: not valid UTF-8; keep them with "surrogatepass", as pickle does.
+        // SAFETY: clearing the UnicodeEncodeError AsUTF8AndSize just raised.
+        unsafe { ffi::PyErr_Clear() };
+        let encoded = obj.cast::<PyString>().map_err(PyErr::from)?.call_method1("encode", ("utf-8", "surrogatepass"))?;
+        let bytes: &[u8] = encoded.extract()?;
+        if bytes.len() >= FRAME_MIN {
+            let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
+            let frame = self.state.add_frame(FrameSource::Object { obj: encoded.clone().unbind(), ptr, len })?;
+            self.w.frame_ref(Tag::FrameStr, frame);
+        } else {
+            self.w.byte_string(Tag::StrSurrogates, bytes);
+        }
+        Ok(())
+    }
+
+    fn bytes(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        // SAFETY: obj is an exact bytes object; its buffer is immutable and lives as long as it.
+        let (ptr, len) = unsafe { (ffi::PyBytes_AsString(obj.as_ptr()) as *const u8, ffi::PyBytes_Size(obj.as_ptr()) as usize) };
+        if len >= FRAME_MIN {
+            let frame = self.state.add_frame(FrameSource::Object { obj: obj.clone().unbind(), ptr: ptr as usize, len })?;
+            self.w.frame_ref(Tag::FrameBytes, frame);
+        } else {
+            self.w.byte_string(Tag::Bytes, unsafe { std::slice::from_raw_parts(ptr, len) });
+        }
+        Ok(())
+    }
+
+    fn bytearray(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        let buf = RawBuffer::simple(obj)?;
+        if buf.len() >= FRAME_MIN {
+            let frame = self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?;
+            self.w.frame_ref(Tag::FrameByteArray, frame);
+        } else {
+            self.w.byte_string(Tag::ByteArray, buf.as_slice());
+        }
+        Ok(())
+    }
+
+    /// Walks the items of a list, tuple or set-like given as borrowed pointers.
+    #[inline]
+    fn item(&mut self, item: *mut ffi::PyObject) -> EncodeResult<()> {
+        let shared = refcnt(item) > 1;
+        // SAFETY: item is a live object borrowed from its container; we take a reference for the
+        // duration of the walk so that user code (a serializer) cannot free it under us.
+        let item = unsafe { Bound::from_borrowed_ptr(self.py, item) };
+        self.walk(&item, shared)
+    }
+
+    fn list(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        let ptr = obj.as_ptr();
+        // SAFETY: obj is an exact list; indices are re-checked against its current size.
+        let n = unsafe { ffi::PyList_GET_SIZE(ptr) } as usize;
+        self.w.container(Tag::List, n);
+        for i in 0..n {
+            if i >= unsafe { ffi::PyList_GET_SIZE(ptr) } as usize {
+                break;
+            }
+            self.item(unsafe { ffi::PyList_GET_ITEM(ptr, i as ffi::Py_ssize_t) })?;
+        }
+        if unsafe { ffi::PyList_GET_SIZE(ptr) } as usize != n {
+            return Err(SerializationError::new_err("a list changed size while it was being serialized").into());
+        }
+        Ok(())
+    }
+
+    fn tuple(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        let ptr = obj.as_ptr();
+        // SAFETY: obj is an exact tuple (immutable).
+        let n = unsafe { ffi::PyTuple_GET_SIZE(ptr) } as usize;
+        self.w.container(Tag::Tuple, n);
+        for i in 0..n {
+            self.item(unsafe { ffi::PyTuple_GET_ITEM(ptr, i as ffi::Py_ssize_t) })?;
+        }
+        Ok(())
+    }
+
+    fn dict(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        let ptr = obj.as_ptr();
+        // SAFETY: obj is an exact dict; PyDict_Next yields borrowed pointers that `item` pins.
+        let n = unsafe { ffi::PyDict_Size(ptr) } as usize;
+        self.w.container(Tag::Dict, n);
+        let mut pos: ffi::Py_ssize_t = 0;
+        let mut key: *mut ffi::PyObject = std::ptr::null_mut();
+        let mut value: *mut ffi::PyObject = std::ptr::null_mut();
+        let mut seen = 0usize;
+        while unsafe { ffi::PyDict_Next(ptr, &mut pos, &mut key, &mut value) } != 0 {
+            seen += 1;
+            if seen > n {
+                break;
+            }
+            // Pin the value before walking the key: a serializer run for the key could drop it.
+            let value = unsafe { Bound::from_borrowed_ptr(self.py, value) };
+            let value_shared = refcnt(value.as_ptr()) > 2;
+            self.item(key)?;
+            self.walk(&value, value_shared)?;
+        }
+        if seen != n || unsafe { ffi::PyDict_Size(ptr) } as usize != n {
+            return Err(SerializationError::new_err("a dict changed size while it was being serialized").into());
+        }
+        Ok(())
+    }
+
+    fn set_like(&mut self, obj: &Bound<'py, PyAny>, tag: Tag) -> EncodeResult<()> {
+        let n = obj.len()?;
+        self.w.container(tag, n);
+        let mut count = 0;
+        for item in obj.try_iter()? {
+            let item = item?;
+            count += 1;
+            if count > n {
+                break;
+            }
+            // `item` holds one reference of ours on top of the set's.
+            let shared = refcnt(item.as_ptr()) > 2;
+            self.walk(&item, shared)?;
+        }
+        if count != n {
+            return Err(SerializationError::new_err("a set changed size while it was being serialized").into());
+        }
+        Ok(())
+    }
+
+    /// Everything that is not one of the hot types above.
+    #[inline(never)]
+    fn walk_other(&mut self, obj: &Bound<'py, PyAny>, shared: bool) -> EncodeResult<()> {
+        let py = self.py;
+        let ptr = obj.as_ptr();
+        let ty = obj.get_type();
+        let typ = ty.as_ptr();
+        unsafe {
+            if typ == (&raw mut ffi::PyComplex_Type).cast() {
+                self.w.complex(ffi::PyComplex_RealAsDouble(ptr), ffi::PyComplex_ImagAsDouble(ptr));
+                return Ok(());
+            }
+            if typ == (&raw mut ffi::PyByteArray_Type).cast() {
+                if !self.memo_seen(ptr, shared, true)? {
+                    self.bytearray(obj)?;
+                }
+                return Ok(());
+            }
+            if typ == (&raw mut ffi::PySet_Type).cast() {
+                if !self.memo_seen(ptr, shared, true)? {
+                    self.nested(|this| this.set_like(obj, Tag::Set))?;
+                }
+                return Ok(());
+            }
+            if typ == (&raw mut ffi::PyFrozenSet_Type).cast() {
+                if !self.memo_seen(ptr, shared, false)? {
+                    self.nested(|this| this.set_like(obj, Tag::FrozenSet))?;
+                    self.memo_done(ptr, shared);
+                }
+                return Ok(());
+            }
+        }
+        let std = std_types(py)?;
+        if let Some(()) = self.stdlib(obj, &ty, std, shared)? {
+            return Ok(());
+        }
+        if let Some(ndarray) = ndarray_type(py) {
+            if ty.is(ndarray) {
+                let start = self.w.len();
+                if self.memo_seen(ptr, shared, true)? {
+                    return Ok(());
+                }
+                if crate::numpy::encode_array(self, obj)? {
+                    return Ok(());
+                }
+                // Object dtype: the array needs pickle.
+                self.w.truncate(start);
+                return self.unsupported("a numpy array of dtype object");
+            }
+        }
+        if let Some(entry) = self.dispatch.slow(obj)? {
+            return self.ext(obj, &entry, shared);
+        }
+        self.unsupported(&format!("an object of type {}", ty.fully_qualified_name()?))
+    }
+
+    /// datetime, date, time, timedelta, Decimal, UUID and pathlib paths, by exact type.
+    fn stdlib(
+        &mut self,
+        obj: &Bound<'py, PyAny>,
+        ty: &Bound<'py, PyType>,
+        std: &crate::types::StdTypes,
+        shared: bool,
+    ) -> EncodeResult<Option<()>> {
+        use pyo3::types::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
+        use pyo3::types::{PyDate, PyDateTime, PyDelta, PyTime};
+        let ptr = obj.as_ptr();
+        let start = self.w.len();
+        let slot = self.next_slot;
+        macro_rules! memo_or_return {
+            () => {
+                if self.memo_seen(ptr, shared, true)? {
+                    return Ok(Some(()));
+                }
+            };
+        }
+        if ty.is(&std.datetime) {
+            memo_or_return!();
+            let dt = unsafe { obj.cast_unchecked::<PyDateTime>() };
+            self.w.datetime(&DateTimeFields {
+                year: dt.get_year() as u16,
+                month: dt.get_month(),
+                day: dt.get_day(),
+                hour: dt.get_hour(),
+                minute: dt.get_minute(),
+                second: dt.get_second(),
+                microsecond: dt.get_microsecond(),
+                fold: dt.get_fold() as u8,
+            });
+            let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
+            if !self.tz(&tz, std)? {
+                return self.rollback(start, slot, ptr, shared, "a datetime with this tzinfo").map(Some);
+            }
+        } else if ty.is(&std.date) {
+            memo_or_return!();
+            let d = unsafe { obj.cast_unchecked::<PyDate>() };
+            self.w.date(&DateTimeFields { year: d.get_year() as u16, month: d.get_month(), day: d.get_day(), ..Default::default() });
+        } else if ty.is(&std.time) {
+            memo_or_return!();
+            let t = unsafe { obj.cast_unchecked::<PyTime>() };
+            self.w.time(&DateTimeFields {
+                hour: t.get_hour(),
+                minute: t.get_minute(),
+                second: t.get_second(),
+                microsecond: t.get_microsecond(),
+                fold: t.get_fold() as u8,
+                ..Default::default()
+            });
+            let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
+            if !self.tz(&tz, std)? {
+                return self.rollback(start, slot, ptr, shared, "a time with this tzinfo").map(Some);
+            }
+        } else if ty.is(&std.timedelta) {
+            memo_or_return!();
+            let d = unsafe { obj.cast_unchecked::<PyDelta>() };
+            self.w.timedelta(d.get_days(), d.get_seconds() as u32, d.get_microseconds() as u32);
+        } else if ty.is(&std.decimal) {
+            memo_or_return!();
+            let text = obj.str()?;
+            self.w.byte_string(Tag::Decimal, text.to_str()?.as_bytes());
+        } else if ty.is(&std.uuid) {
+            memo_or_return!();
+            let bytes = obj.getattr(pyo3::intern!(self.py, "bytes"))?;
+            let bytes: [u8; 16] = bytes.extract::<&[u8]>()?.try_into().map_err(|_| SerializationError::new_err("UUID.bytes is not 16 bytes"))?;
+            let safe = obj.getattr(pyo3::intern!(self.py, "is_safe"))?.getattr(pyo3::intern!(self.py, "value"))?;
+            let safe: i8 = if safe.is_none() { 1 } else { safe.extract()? };
+            self.w.uuid(&bytes, safe);
+        } else if let Some(flavour) = std.paths.iter().position(|p| ty.is(p)) {
+            memo_or_return!();
+            let text = obj.str()?;
+            let encoded = text.call_method1("encode", ("utf-8", "surrogatepass"))?;
+            self.w.path(flavour as u8, encoded.extract::<&[u8]>()?);
+        } else {
+            return Ok(None);
+        }
+        Ok(Some(()))
+    }
+
+    /// Undoes a partly written node whose contents turned out to be unsupported.
+    fn rollback(&mut self, start: usize, slot: u32, ptr: *mut ffi::PyObject, shared: bool, what: &str) -> EncodeResult<()> {
+        self.w.truncate(start);
+        if shared {
+            self.memo.remove(&(ptr as usize));
+            self.next_slot = slot;
+        }
+        self.unsupported(what)
+    }
+
+    /// Writes a tz node; false when the tzinfo has no native encoding (pytz, dateutil, ...).
+    fn tz(&mut self, tz: &Bound<'py, PyAny>, std: &crate::types::StdTypes) -> EncodeResult<bool> {
+        if tz.is_none() {
+            self.w.tz_none();
+            return Ok(true);
+        }
+        if tz.is(&std.utc) {
+            self.w.tz_utc();
+            return Ok(true);
+        }
+        let ty = tz.get_type();
+        if ty.is(&std.timezone) {
+            let args = tz.call_method0(pyo3::intern!(self.py, "__getinitargs__"))?;
+            let args = args.cast::<PyTuple>().map_err(PyErr::from)?;
+            let offset = args.get_item(0)?;
+            let offset = unsafe { offset.cast_unchecked::<pyo3::types::PyDelta>() };
+            use pyo3::types::PyDeltaAccess;
+            let us = (offset.get_days() as i64 * 86_400 + offset.get_seconds() as i64) * 1_000_000 + offset.get_microseconds() as i64;
+            if args.len() > 1 {
+                let name = args.get_item(1)?;
+                let name = name.cast::<PyString>().map_err(PyErr::from)?.call_method1("encode", ("utf-8", "surrogatepass"))?;
+                self.w.tz_fixed(us, Some(name.extract::<&[u8]>()?));
+            } else {
+                self.w.tz_fixed(us, None);
+            }
+            return Ok(true);
+        }
+        if let Some(zoneinfo) = &std.zoneinfo {
+            if ty.is(zoneinfo) {
+                let key = tz.getattr(pyo3::intern!(self.py, "key"))?;
+                if key.is_none() {
+                    return Ok(false);
+                }
+                self.w.tz_zoneinfo(key.cast::<PyString>().map_err(PyErr::from)?.to_str()?.as_bytes());
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// An object handled by a registered serializer.
+    pub fn ext(&mut self, obj: &Bound<'py, PyAny>, entry: &Bound<'py, PyAny>, shared: bool) -> EncodeResult<()> {
+        let py = self.py;
+        let ptr = obj.as_ptr();
+        if self.memo_seen(ptr, shared, false)? {
+            return Ok(());
+        }
+        let tag: String = entry.getattr(pyo3::intern!(py, "tag"))?.extract()?;
+        let safe: bool = entry.getattr(pyo3::intern!(py, "safe"))?.extract()?;
+        let out = entry.call_method1(pyo3::intern!(py, "encode"), (obj,))?;
+        let (meta, frames): (Bound<'py, PyAny>, Bound<'py, PyList>) = out.extract()?;
+        let tag_index = self.state.tag_index(&tag);
+        if !safe {
+            self.state.needs_pickle = true;
+        }
+        self.w.ext_begin(tag_index);
+        self.keep_alive.push(meta.clone());
+        let meta_shared = refcnt(meta.as_ptr()) > 2;
+        let was_external = self.external;
+        self.external = true;
+        let walked = self.nested(|this| this.walk(&meta, meta_shared));
+        self.external = was_external;
+        walked?;
+        let mut indices = Vec::with_capacity(frames.len());
+        for frame in frames.iter() {
+            let buf = RawBuffer::simple(&frame).map_err(|e| {
+                let err = SerializationError::new_err(format!(
+                    "serializer {tag:?} returned a frame of type {} that is not a contiguous buffer",
+                    frame.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                ));
+                err.set_cause(py, Some(e));
+                err
+            })?;
+            indices.push(self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?);
+        }
+        self.w.ext_end(&indices);
+        self.memo_done(ptr, shared);
+        Ok(())
+    }
+
+    /// Writes the raw parts of an NdArray node (used by numpy.rs).
+    pub fn writer(&mut self) -> &mut TreeWriter {
+        &mut self.w
+    }
+
+    pub fn keep(&mut self, obj: Bound<'py, PyAny>) {
+        self.keep_alive.push(obj);
+    }
+
+    pub fn py(&self) -> Python<'py> {
+        self.py
+    }
+}

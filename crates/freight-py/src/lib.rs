@@ -1,0 +1,30 @@
+//! freight._freight: the Python bindings. Object-graph walk, type dispatch, buffers, the pickle
+//! bridge and error mapping; every byte layout lives in freight-core.
+
+mod buffer;
+mod codec;
+mod decode;
+mod encode;
+mod errors;
+mod inspect;
+mod memo;
+mod numpy;
+mod pickle_bridge;
+mod types;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("FORMAT_VERSION", freight_core::envelope::VERSION)?;
+    m.add("FRAME_ALIGN", freight_core::envelope::ALIGN)?;
+    m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
+    m.add_class::<codec::Codec>()?;
+    m.add_class::<buffer::FrameBuffer>()?;
+    m.add_class::<pickle_bridge::PickleSink>()?;
+    m.add_class::<pickle_bridge::PickleSource>()?;
+    m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::inspect_frames, m)?)?;
+    Ok(())
+}

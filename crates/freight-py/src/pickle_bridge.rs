@@ -1,0 +1,240 @@
+//! The Rust half of the pickle bridge (the Python half is python/freight/_pickle.py).
+//!
+//! `PickleSink` is the pickler's `persistent_id` and `buffer_callback`: arrays, registered types
+//! and large bytes found anywhere in the graph become freight nodes ("externals") and frames.
+//! `PickleSource` is the unpickler's `persistent_load`: it decodes those externals, once each,
+//! so identity holds.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyException;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyString, PyType};
+
+use crate::buffer::RawBuffer;
+use crate::decode::{decode_external, DecodeCtx};
+use crate::encode::{Dispatch, EncodeState, FrameSource, Walker, FRAME_MIN};
+use crate::errors::{DeserializationError, EncodeError};
+use crate::memo::PtrMap;
+use crate::types::{ndarray_type, std_types};
+
+struct SinkInner {
+    state: EncodeState,
+    externals: Vec<Vec<u8>>,
+    buffers: Vec<u32>,
+    seen: PtrMap<(u32, Py<PyAny>)>,
+    cloud: bool,
+}
+
+#[pyclass(module = "freight._freight", unsendable)]
+pub struct PickleSink {
+    types: Py<PyDict>,
+    predicates: Py<PyList>,
+    inner: RefCell<SinkInner>,
+}
+
+static NEEDS_CLOUDPICKLE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+fn needs_cloudpickle(py: Python<'_>, what: String) -> PyErr {
+    match NEEDS_CLOUDPICKLE.get_or_try_init(py, || -> PyResult<Py<PyType>> {
+        Ok(py.import("freight._pickle")?.getattr("NeedsCloudpickle")?.cast_into::<PyType>()?.unbind())
+    }) {
+        Ok(cls) => PyErr::from_type(cls.bind(py).clone(), what),
+        Err(err) => err,
+    }
+}
+
+impl PickleSink {
+    pub fn new(types: Py<PyDict>, predicates: Py<PyList>) -> Self {
+        Self {
+            types,
+            predicates,
+            inner: RefCell::new(SinkInner {
+                state: EncodeState::default(),
+                externals: Vec::new(),
+                buffers: Vec::new(),
+                seen: PtrMap::default(),
+                cloud: false,
+            }),
+        }
+    }
+
+    /// What the pickling produced besides the pickle stream.
+    pub fn take(&self) -> (EncodeState, Vec<Vec<u8>>, Vec<u32>, bool) {
+        let mut inner = self.inner.borrow_mut();
+        inner.seen.clear();
+        (
+            std::mem::take(&mut inner.state),
+            std::mem::take(&mut inner.externals),
+            std::mem::take(&mut inner.buffers),
+            inner.cloud,
+        )
+    }
+}
+
+/// Plain pickle stores functions and classes by reference; that reference does not resolve on
+/// the other side for lambdas, locals and anything defined in `__main__`.
+fn by_reference_fails(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let is_type = unsafe { ffi::PyType_Check(obj.as_ptr()) } != 0;
+    if !is_type && !obj.get_type().is(&std_types(py)?.function) {
+        return Ok(None);
+    }
+    let module = obj.getattr_opt(pyo3::intern!(py, "__module__"))?;
+    if let Some(module) = module {
+        if let Ok(module) = module.cast::<PyString>() {
+            if module.to_str()? == "__main__" {
+                return Ok(Some("defined in __main__".into()));
+            }
+        }
+    }
+    if let Some(qualname) = obj.getattr_opt(pyo3::intern!(py, "__qualname__"))? {
+        if let Ok(qualname) = qualname.cast::<PyString>() {
+            let q = qualname.to_str()?;
+            if q.contains("<lambda>") || q.contains("<locals>") {
+                return Ok(Some(format!("{q} is a lambda or a local")));
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[pymethods]
+impl PickleSink {
+    /// Called before each pickling attempt (plain pickle, then cloudpickle): starts afresh.
+    fn begin(&self, cloud: bool) {
+        let mut inner = self.inner.borrow_mut();
+        inner.state = EncodeState::default();
+        inner.externals.clear();
+        inner.buffers.clear();
+        inner.seen.clear();
+        inner.cloud = cloud;
+    }
+
+    fn persistent_id(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+        let ptr = obj.as_ptr();
+        let ty = unsafe { ffi::Py_TYPE(ptr) };
+        let types = self.types.bind(py);
+        let plain = unsafe {
+            ty == &raw mut ffi::PyLong_Type
+                || ty == &raw mut ffi::PyFloat_Type
+                || ty == &raw mut ffi::PyUnicode_Type
+                || ty == &raw mut ffi::PyTuple_Type
+                || ty == &raw mut ffi::PyList_Type
+                || ty == &raw mut ffi::PyDict_Type
+                || ty == &raw mut ffi::PyBool_Type
+                || ptr == ffi::Py_None()
+        };
+        if plain && types.is_empty() {
+            return Ok(None);
+        }
+        if let Some(&(pid, _)) = self.inner.borrow().seen.get(&(ptr as usize)) {
+            return Ok(Some(pid));
+        }
+        let dispatch = Dispatch { types: types.clone(), predicates: self.predicates.bind(py).clone() };
+        let is_big_bytes = unsafe {
+            (ty == &raw mut ffi::PyBytes_Type && ffi::PyBytes_Size(ptr) as usize >= FRAME_MIN)
+                || (ty == &raw mut ffi::PyByteArray_Type && ffi::PyByteArray_Size(ptr) as usize >= FRAME_MIN)
+        };
+        let entry = if is_big_bytes || plain && types.is_empty() { None } else { dispatch.exact(&obj.get_type())? };
+        let is_array = entry.is_none() && !plain && ndarray_type(py).is_some_and(|t| obj.get_type().is(t));
+        let entry = match entry {
+            Some(entry) => Some(entry),
+            None if !is_big_bytes && !is_array && !plain => {
+                if !self.inner.borrow().cloud {
+                    if let Some(why) = by_reference_fails(py, obj)? {
+                        return Err(needs_cloudpickle(py, why));
+                    }
+                }
+                dispatch.slow(obj)?
+            }
+            None => None,
+        };
+        if entry.is_none() && !is_big_bytes && !is_array {
+            return Ok(None);
+        }
+
+        let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
+        let mut walker = Walker::new(py, &dispatch, &mut inner.state, true);
+        let handled = match &entry {
+            Some(entry) => walker.ext(obj, entry, false).map(|()| true),
+            None if is_array => crate::numpy::encode_array(&mut walker, obj),
+            None => walker.walk(obj, false).map(|()| true),
+        };
+        let handled = match handled {
+            Ok(handled) => handled,
+            Err(EncodeError::Py(err)) => return Err(err),
+            Err(EncodeError::Unsupported) => unreachable!("external walks report errors, not Unsupported"),
+        };
+        if !handled {
+            return Ok(None); // an object-dtype array: pickle takes it
+        }
+        let tree = walker.into_tree();
+        let pid = inner.externals.len() as u32;
+        inner.externals.push(tree);
+        inner.seen.insert(ptr as usize, (pid, obj.clone().unbind()));
+        Ok(Some(pid))
+    }
+
+    /// Protocol-5 out-of-band buffers become frames. Returning False keeps them out of band.
+    fn buffer_callback(&self, buffer: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let raw = RawBuffer::get(buffer, ffi::PyBUF_SIMPLE).or_else(|_| {
+            // A non-contiguous PickleBuffer: take a contiguous copy.
+            let copy = pyo3::types::PyBytes::new(buffer.py(), &buffer.call_method0("raw")?.call_method0("tobytes")?.extract::<Vec<u8>>()?);
+            RawBuffer::simple(copy.as_any())
+        })?;
+        let mut inner = self.inner.borrow_mut();
+        let index = match inner.state.add_frame(FrameSource::Buffer(Arc::new(raw))) {
+            Ok(index) => index,
+            Err(EncodeError::Py(err)) => return Err(err),
+            Err(EncodeError::Unsupported) => unreachable!(),
+        };
+        inner.buffers.push(index);
+        Ok(false)
+    }
+}
+
+#[pyclass(module = "freight._freight", unsendable)]
+pub struct PickleSource {
+    ctx: RefCell<Option<Rc<DecodeCtx>>>,
+    externals: Vec<(usize, usize)>,
+    cache: RefCell<Vec<Option<Py<PyAny>>>>,
+}
+
+impl PickleSource {
+    pub fn new(ctx: Rc<DecodeCtx>, externals: Vec<(usize, usize)>) -> Self {
+        let n = externals.len();
+        Self { ctx: RefCell::new(Some(ctx)), externals, cache: RefCell::new((0..n).map(|_| None).collect()) }
+    }
+
+    /// Ends the source's life: a reference kept by user code can no longer decode.
+    pub fn close(&self) {
+        self.ctx.borrow_mut().take();
+    }
+}
+
+#[pymethods]
+impl PickleSource {
+    fn persistent_load(&self, py: Python<'_>, pid: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let index: usize = pid.extract().map_err(|_| {
+            DeserializationError::new_err(format!("corrupt freight payload: pickle asked for external {pid}"))
+        })?;
+        let (offset, len) = *self.externals.get(index).ok_or_else(|| {
+            DeserializationError::new_err(format!(
+                "corrupt freight payload: pickle asked for external {index} but the payload has {}",
+                self.externals.len()
+            ))
+        })?;
+        if let Some(obj) = &self.cache.borrow()[index] {
+            return Ok(obj.clone_ref(py));
+        }
+        let ctx = self.ctx.borrow().clone().ok_or_else(|| PyException::new_err("this pickle source is closed"))?;
+        let obj = decode_external(py, &ctx, offset, len)?.unbind();
+        self.cache.borrow_mut()[index] = Some(obj.clone_ref(py));
+        Ok(obj)
+    }
+}

@@ -1,0 +1,56 @@
+"""freight: type-aware serialization for Python data and functions, with its core in Rust.
+
+>>> import freight
+>>> freight.loads(freight.dumps({"a": [1, 2.5, "three"]}))
+{'a': [1, 2.5, 'three']}
+"""
+
+from __future__ import annotations
+
+from freight._freight import __version__
+from freight.exceptions import (
+    DeserializationError,
+    FormatVersionError,
+    FreightError,
+    IntegrityError,
+    MissingDependencyError,
+    SerializationError,
+    UnknownTagError,
+    UnsafePayloadError,
+)
+from freight.registry import Registry
+from freight._api import (
+    Freight,
+    dump,
+    dumps,
+    dumps_frames,
+    inspect,
+    load,
+    loads,
+    loads_frames,
+    register,
+    unregister,
+)
+
+__all__ = [
+    "__version__",
+    "Freight",
+    "Registry",
+    "dumps",
+    "loads",
+    "dumps_frames",
+    "loads_frames",
+    "dump",
+    "load",
+    "inspect",
+    "register",
+    "unregister",
+    "FreightError",
+    "SerializationError",
+    "DeserializationError",
+    "UnknownTagError",
+    "IntegrityError",
+    "UnsafePayloadError",
+    "FormatVersionError",
+    "MissingDependencyError",
+]

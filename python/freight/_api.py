@@ -1,0 +1,140 @@
+"""The public entry points: :class:`Freight` (a configured codec with its own registry layer)
+and the module-level functions, which use a default :class:`Freight` over the global registry."""
+
+from __future__ import annotations
+
+import os
+from typing import IO, Any, Iterable
+
+from freight import _freight
+from freight.exceptions import DeserializationError
+from freight.registry import GLOBAL, Entry, Registry
+
+__all__ = ["Freight", "dumps", "loads", "dumps_frames", "loads_frames", "dump", "load", "inspect", "register", "unregister"]
+
+
+class Freight:
+    """A configured serializer with its own registry layered over the global one.
+
+    Args:
+        allow_pickle: default for :meth:`loads`; False refuses payloads that would run pickle.
+        zero_copy: default for :meth:`loads`; True returns read-only views of the input.
+        verify: default for :meth:`loads`; check frame checksums (None: unless zero_copy).
+        checksum: write frame checksums in :meth:`dumps` (``dumps_frames`` never does by default,
+            so that it stays constant-time).
+        registry: the registry to use; a new layer over the global registry by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        allow_pickle: bool = True,
+        zero_copy: bool = False,
+        verify: bool | None = None,
+        checksum: bool = True,
+        registry: Registry | None = None,
+    ):
+        self.registry = registry if registry is not None else Registry(parent=GLOBAL)
+        self._codec = _freight.Codec(
+            self.registry.types_view(),
+            self.registry,
+            allow_pickle=allow_pickle,
+            zero_copy=zero_copy,
+            verify=verify,
+            checksum=checksum,
+        )
+        # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
+        self.dumps = self._codec.dumps
+        self.loads = self._codec.loads
+        self.dumps_frames = self._codec.dumps_frames
+        self.loads_frames = self._codec.loads_frames
+
+    def register(
+        self,
+        serializer: Any,
+        *,
+        tag: str | None = None,
+        types: Iterable[type] | type | None = None,
+        safe: bool | None = None,
+        replace: bool = False,
+    ) -> Entry:
+        """Registers ``serializer`` in this instance's layer (see :func:`freight.register`)."""
+        return self.registry.register(serializer, tag=tag, types=types, safe=safe, replace=replace)
+
+    def unregister(self, tag: str) -> None:
+        self.registry.unregister(tag)
+
+    def dump(self, obj: Any, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> None:
+        """Writes ``dumps(obj)`` to a path (atomically: temp file, then rename) or a binary file."""
+        data = self.dumps(obj, **options)
+        if isinstance(file, (str, os.PathLike)):
+            path = os.fspath(file)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        else:
+            file.write(data)
+
+    def load(self, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> Any:
+        """Reads a payload from a path (memory-mapped) or a binary file and decodes it."""
+        if isinstance(file, (str, os.PathLike)):
+            with open(file, "rb") as fh:
+                data = fh.read()
+        else:
+            data = file.read()
+            if not isinstance(data, (bytes, bytearray)):
+                raise DeserializationError(f"file {file!r} is not opened in binary mode: read() gave {type(data).__name__}")
+        return self.loads(data, **options)
+
+    def __repr__(self) -> str:
+        return f"<freight.Freight registry={self.registry!r}>"
+
+
+_DEFAULT = Freight(registry=GLOBAL)
+
+dumps = _DEFAULT.dumps
+loads = _DEFAULT.loads
+dumps_frames = _DEFAULT.dumps_frames
+loads_frames = _DEFAULT.loads_frames
+dump = _DEFAULT.dump
+load = _DEFAULT.load
+
+
+def register(
+    serializer: Any,
+    *,
+    tag: str | None = None,
+    types: Iterable[type] | type | None = None,
+    safe: bool | None = None,
+    replace: bool = False,
+) -> Entry:
+    """Registers a serializer globally.
+
+    Args:
+        serializer: an instance or class with ``serialize``/``deserialize`` (full protocol or
+            Scaler's bytes shape) and optionally ``tag``, ``types``, ``safe``, ``supported``.
+        tag: the stable id written into payloads; defaults to ``serializer.tag`` or its class path.
+        types: the classes it handles; defaults to ``serializer.types``.
+        safe: whether its decoding runs no arbitrary code (allowed under ``allow_pickle=False``).
+        replace: replace an existing serializer with the same tag instead of raising.
+
+    Raises:
+        SerializationError: the tag is taken (and ``replace`` is False) or the serializer is malformed.
+    """
+    return GLOBAL.register(serializer, tag=tag, types=types, safe=safe, replace=replace)
+
+
+def unregister(tag: str) -> None:
+    """Removes the globally registered serializer with this tag (UnknownTagError if none)."""
+    GLOBAL.unregister(tag)
+
+
+def inspect(data: Any) -> dict[str, Any]:
+    """Describes a payload without decoding it: format version, flags, tags, producer versions,
+    frames (sizes, checksums and whether they match) and the node tree's shape.
+
+    ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output)."""
+    if isinstance(data, (list, tuple)):
+        return _freight.inspect_frames(list(data))
+    return _freight.inspect(data)

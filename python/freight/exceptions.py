@@ -1,0 +1,54 @@
+"""The exception hierarchy of freight.
+
+Every error a user can see is a :class:`FreightError`. Encoding errors are also
+``pickle.PicklingError`` and decoding errors also ``pickle.UnpicklingError``, so code written
+for pickle keeps catching them. The Rust extension raises these very classes (it imports them
+with ``pyo3::import_exception!``), so there is one definition of each.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+__all__ = [
+    "FreightError",
+    "SerializationError",
+    "DeserializationError",
+    "UnknownTagError",
+    "IntegrityError",
+    "UnsafePayloadError",
+    "FormatVersionError",
+    "MissingDependencyError",
+]
+
+
+class FreightError(Exception):
+    """Base class of every error freight raises."""
+
+
+class SerializationError(FreightError, pickle.PicklingError):
+    """An object could not be turned into a payload."""
+
+
+class DeserializationError(FreightError, pickle.UnpicklingError):
+    """A payload could not be turned back into an object: truncated, corrupt, or not freight."""
+
+
+class UnknownTagError(DeserializationError):
+    """The payload uses a serializer tag that is not registered on this side."""
+
+
+class IntegrityError(DeserializationError):
+    """A checksum (or signature) did not match: the bytes changed after they were written."""
+
+
+class UnsafePayloadError(DeserializationError):
+    """The payload would run pickle (arbitrary code) and loading was asked to refuse that."""
+
+
+class FormatVersionError(DeserializationError):
+    """The payload was written in a format version this build cannot read."""
+
+
+class MissingDependencyError(DeserializationError, ImportError):
+    """Decoding needs a library that is not installed; the message names what to install."""

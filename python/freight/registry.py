@@ -1,0 +1,246 @@
+"""The serializer registry: dispatch by exact type, then MRO, then ``supported(obj)`` predicates.
+
+A registry is a layer: a configured :class:`freight.Freight` has its own registry whose parent
+is the global one, and lookups fall through layers from the innermost out (user layers before
+the built-ins, as cloudpickle chains ``dispatch_table`` over ``copyreg``).
+
+Three shapes of serializer register as they are:
+
+* the full protocol: ``serialize(obj) -> (meta, frames)`` and ``deserialize(meta, frames)``,
+  where ``meta`` is any natively encodable value and ``frames`` a list of buffers;
+* Scaler's shape: ``serialize(obj) -> bytes`` and ``deserialize(payload: bytes)``;
+* ProxyStore's predicates: ``serializable(obj)`` or ``supported(obj)`` choose the objects.
+"""
+
+from __future__ import annotations
+
+import inspect as _inspect
+import threading
+import weakref
+from typing import Any, Callable, Iterable
+
+from freight.exceptions import MissingDependencyError, SerializationError, UnknownTagError
+
+__all__ = ["Entry", "Registry", "GLOBAL"]
+
+# Results of simple (bytes) serializers at least this large travel as a frame, not inline.
+_INLINE_LIMIT = 64 * 1024
+
+# Tags whose serializers ship with freight but live in modules imported on first use, and the
+# extra that installs the library they need.
+_LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {}
+
+
+def _takes_one_argument(func: Callable[..., Any]) -> bool:
+    """True when ``deserialize`` is Scaler's ``deserialize(payload)`` rather than ours."""
+    try:
+        sig = _inspect.signature(func)
+    except (TypeError, ValueError):
+        return False
+    positional = [
+        p
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    has_varargs = any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
+    return len(positional) == 1 and not has_varargs
+
+
+class Entry:
+    """A registered serializer, normalised to the full protocol. The Rust walker calls
+    ``encode``/``decode`` and reads ``tag`` and ``safe``."""
+
+    __slots__ = ("tag", "safe", "types", "serializer", "predicate", "simple", "_serialize", "_deserialize")
+
+    def __init__(self, serializer: Any, tag: str | None, types: Iterable[type] | None, safe: bool | None):
+        self.serializer = serializer
+        self.tag = tag or getattr(serializer, "tag", None) or _default_tag(serializer)
+        if not isinstance(self.tag, str) or not self.tag:
+            raise SerializationError(f"serializer {serializer!r} needs a non-empty str tag; pass tag='...'")
+        if types is None:
+            types = getattr(serializer, "types", None) or getattr(serializer, "serializer_class", None) or ()
+        if isinstance(types, type):
+            types = (types,)
+        self.types = tuple(types)
+        for t in self.types:
+            if not isinstance(t, type):
+                raise SerializationError(f"types must be classes; got {t!r} for serializer {self.tag!r}")
+        self.safe = bool(getattr(serializer, "safe", True) if safe is None else safe)
+        self.predicate = getattr(serializer, "supported", None) or getattr(serializer, "serializable", None)
+        if not self.types and self.predicate is None:
+            raise SerializationError(
+                f"serializer {self.tag!r} declares no types and no supported(obj) predicate, so no object "
+                "would ever reach it; pass types=(...) to register()"
+            )
+        self._serialize = serializer.serialize
+        self._deserialize = serializer.deserialize
+        self.simple = _takes_one_argument(self._deserialize)
+
+    def encode(self, obj: Any) -> tuple[Any, list[Any]]:
+        out = self._serialize(obj)
+        if self.simple:
+            if not isinstance(out, (bytes, bytearray, memoryview)):
+                raise SerializationError(
+                    f"serializer {self.tag!r} returned {type(out).__name__}; a one-argument deserialize "
+                    "means serialize must return bytes"
+                )
+            if len(out) < _INLINE_LIMIT:
+                return bytes(out), []
+            return None, [out]
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], (list, tuple))):
+            raise SerializationError(
+                f"serializer {self.tag!r} must return (meta, frames) with frames a list of buffers; "
+                f"got {type(out).__name__}"
+            )
+        return out[0], list(out[1])
+
+    def decode(self, meta: Any, frames: list[memoryview]) -> Any:
+        if self.simple:
+            payload = meta if meta is not None else bytes(frames[0])
+            return self._deserialize(payload)
+        return self._deserialize(meta, frames)
+
+    def accepts(self, obj: Any) -> bool:
+        return self.predicate is not None and bool(self.predicate(obj))
+
+    def __repr__(self) -> str:
+        return f"<freight serializer {self.tag!r} types={[t.__qualname__ for t in self.types]} safe={self.safe}>"
+
+
+def _default_tag(serializer: Any) -> str:
+    cls = serializer if isinstance(serializer, type) else type(serializer)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class Registry:
+    """One layer of serializers, falling back to ``parent``."""
+
+    def __init__(self, parent: Registry | None = None):
+        self.parent = parent
+        self._by_tag: dict[str, Entry] = {}
+        self._by_type: dict[type, Entry] = {}
+        self._predicates: list[Entry] = []
+        self._lock = threading.RLock()
+        self._children: weakref.WeakSet[Registry] = weakref.WeakSet()
+        # Derived from this layer and its parents, rebuilt in place whenever any layer changes:
+        # the Rust walker holds this very dict and reads it without calling back into Python.
+        self._types_view: dict[type, Entry] = {}
+        self._predicate_view: list[Entry] = []
+        self._mro_cache: dict[type, Entry | None] = {}
+        if parent is not None:
+            parent._children.add(self)
+        self._rebuild()
+
+    # -- changing -------------------------------------------------------------------------
+    def register(
+        self,
+        serializer: Any,
+        *,
+        tag: str | None = None,
+        types: Iterable[type] | type | None = None,
+        safe: bool | None = None,
+        replace: bool = False,
+    ) -> Entry:
+        if isinstance(serializer, type):
+            serializer = serializer()
+        entry = Entry(serializer, tag, types, safe)
+        with self._lock:
+            old = self._by_tag.get(entry.tag)
+            if old is not None:
+                if not replace:
+                    raise SerializationError(
+                        f"a serializer with tag {entry.tag!r} is already registered; pass replace=True "
+                        "to replace it or choose another tag"
+                    )
+                self._remove(old)
+            self._by_tag[entry.tag] = entry
+            for t in entry.types:
+                self._by_type[t] = entry
+            if entry.predicate is not None and not entry.types:
+                self._predicates.append(entry)
+            self._rebuild()
+        return entry
+
+    def unregister(self, tag: str) -> None:
+        with self._lock:
+            entry = self._by_tag.get(tag)
+            if entry is None:
+                raise UnknownTagError(f"no serializer with tag {tag!r} is registered in this registry")
+            self._remove(entry)
+            self._rebuild()
+
+    def _remove(self, entry: Entry) -> None:
+        del self._by_tag[entry.tag]
+        for t, e in list(self._by_type.items()):
+            if e is entry:
+                del self._by_type[t]
+        self._predicates = [e for e in self._predicates if e is not entry]
+
+    # -- looking up ------------------------------------------------------------------------
+    def _layers(self) -> list[Registry]:
+        layers, layer = [], self
+        while layer is not None:
+            layers.append(layer)
+            layer = layer.parent
+        return layers
+
+    def _rebuild(self) -> None:
+        view: dict[type, Entry] = {}
+        for layer in reversed(self._layers()):
+            view.update(layer._by_type)
+        self._types_view.clear()
+        self._types_view.update(view)
+        self._predicate_view[:] = [e for layer in self._layers() for e in layer._predicates]
+        self._mro_cache.clear()
+        for child in list(self._children):
+            child._rebuild()
+
+    def types_view(self) -> dict[type, Entry]:
+        """Exact type -> entry, over all layers (what the Rust walker checks first). Always the
+        same dict object, updated in place."""
+        return self._types_view
+
+    def lookup(self, obj: Any) -> Entry | None:
+        """The slow path for objects whose exact type is not registered: MRO, then predicates."""
+        cls = type(obj)
+        try:
+            entry = self._mro_cache[cls]
+        except KeyError:
+            entry = None
+            for base in cls.__mro__[1:]:
+                entry = self._types_view.get(base)
+                if entry is not None:
+                    break
+            self._mro_cache[cls] = entry
+        if entry is not None:
+            return entry
+        for layer in self._layers():
+            for candidate in layer._predicates:
+                if candidate.accepts(obj):
+                    return candidate
+        return None
+
+    def by_tag(self, tag: str) -> Entry:
+        for layer in self._layers():
+            entry = layer._by_tag.get(tag)
+            if entry is not None:
+                return entry
+        for prefix, (module, extra) in _LAZY_TAG_PREFIXES.items():
+            if tag.startswith(prefix):
+                try:
+                    __import__(module)
+                except ImportError as exc:
+                    raise MissingDependencyError(
+                        f"the payload holds a {tag!r} object; install it with: pip install 'freight[{extra}]'"
+                    ) from exc
+                return self.by_tag(tag)
+        raise UnknownTagError(
+            f"the payload uses serializer tag {tag!r}, which is not registered here; register the same "
+            "serializer on this side (freight.register) before loading"
+        )
+
+    def __repr__(self) -> str:
+        return f"<freight.Registry {sorted(self._by_tag)} parent={self.parent is not None}>"
+
+
+GLOBAL = Registry()
