@@ -1,8 +1,11 @@
 """The pickle bridge: one pickler per payload for everything the native walker cannot encode.
 
-The Rust encoder calls :func:`dump` with a *sink*. The sink's ``persistent_id`` hands numpy
-arrays, registered types and large buffers found anywhere in the object graph back to freight,
-which encodes them as nodes and frames; ``buffer_callback`` turns protocol-5 out-of-band buffers
+The Rust encoder calls :func:`dump` with a *sink*. The sink's ``reduce`` (the pickler's
+``reducer_override``) hands numpy arrays and registered types found anywhere in the object graph
+back to freight, which encodes them as nodes and frames ("externals", rebuilt on load by
+:func:`_external`). ``reducer_override`` is used rather than ``persistent_id`` because pickle
+calls ``persistent_id`` for every object, ints and strs included, and that costs a call each;
+``persistent_id`` is used only when a serializer is registered for such a built-in type; ``buffer_callback`` turns protocol-5 out-of-band buffers
 into frames. Plain pickle is tried first (fast); when it fails, or the sink sees a lambda, a
 local function or anything defined in ``__main__``, the whole payload is pickled again by one
 cloudpickle pickler, so identity holds across the payload (the same function twice is one
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import threading
 from typing import Any
 
 from freight.exceptions import DeserializationError, SerializationError
@@ -25,30 +29,62 @@ class NeedsCloudpickle(Exception):
     resolve on the other side (a lambda, a local, anything in ``__main__``)."""
 
 
-def _pickler(cloud: bool, file: io.BytesIO, sink: Any) -> pickle.Pickler:
-    if cloud:
+class _Pickler(pickle.Pickler):
+    """Plain pickle, with the sink's ``reduce`` as ``reducer_override``. The C pickler looks the
+    hook up on the instance when it is initialised, so the Rust method is called directly."""
+
+    def __init__(self, file: io.BytesIO, sink: Any):
+        self.reducer_override = sink.reduce
+        super().__init__(file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
+
+
+_CloudPickler: Any = None
+
+
+def _cloud_pickler_class() -> Any:
+    global _CloudPickler
+    if _CloudPickler is None:
         import cloudpickle
 
-        pickler = cloudpickle.Pickler(file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
-    else:
-        pickler = pickle.Pickler(file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
-    pickler.persistent_id = sink.persistent_id  # type: ignore[method-assign]
+        class CloudPickler(cloudpickle.Pickler):
+            """cloudpickle, asking freight's sink first: the hook is a native callable that tries
+            the sink, then cloudpickle's own reducer_override (looked up on the instance at init)."""
+
+            def __init__(self, file: io.BytesIO, sink: Any):
+                self.reducer_override = sink.chain(cloudpickle.Pickler.reducer_override.__get__(self))
+                super().__init__(file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
+
+        _CloudPickler = CloudPickler
+    return _CloudPickler
+
+
+def _pickler(cloud: bool, file: io.BytesIO, sink: Any) -> pickle.Pickler:
+    pickler = _cloud_pickler_class()(file, sink) if cloud else _Pickler(file, sink)
+    if sink.needs_persistent_id:
+        # A serializer is registered for a type pickle saves without asking reducer_override
+        # (int, str, list, ...): only persistent_id sees every object.
+        pickler.persistent_id = sink.persistent_id  # type: ignore[method-assign]
     return pickler
 
 
-def dump(obj: Any, sink: Any) -> tuple[bytes, bool]:
-    """Pickles ``obj`` (with plain pickle, else cloudpickle). Returns (stream, used_cloudpickle)."""
-    file = io.BytesIO()
-    sink.begin(False)
-    try:
-        _pickler(False, file, sink).dump(obj)
-        return file.getvalue(), False
-    except (NeedsCloudpickle, pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError):
-        pass
+def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
+    """Pickles ``obj`` (with plain pickle, else cloudpickle). Returns (stream, used_cloudpickle).
+
+    ``cloud_first``: the caller already knows plain pickle would fail (the object is a lambda,
+    a local or lives in ``__main__``), so skip the attempt."""
+    if not cloud_first:
+        file = io.BytesIO()
+        sink.begin(False)
+        try:
+            _pickler(False, file, sink).dump(obj)
+            return file.getvalue(), False
+        except (NeedsCloudpickle, pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError):
+            pass
     file = io.BytesIO()
     sink.begin(True)
+    pickler = _pickler(True, file, sink)
     try:
-        _pickler(True, file, sink).dump(obj)
+        pickler.dump(obj)
     except RecursionError as exc:
         raise SerializationError(
             f"{type(obj).__name__} nests too deeply for pickle ({exc}); flatten it or raise sys.setrecursionlimit"
@@ -64,10 +100,26 @@ def dump(obj: Any, sink: Any) -> tuple[bytes, bool]:
     return file.getvalue(), True
 
 
+_loading = threading.local()
+
+
+def _external(pid: int) -> Any:
+    """What ``reducer_override`` wrote for arrays and registered objects: decoded by the freight
+    load that is running this unpickling (a stack, since a ``__setstate__`` may load again)."""
+    stack = getattr(_loading, "sources", None)
+    if not stack:
+        raise DeserializationError("a freight external was found outside a freight load; load the payload with freight.loads")
+    return stack[-1].persistent_load(pid)
+
+
 def load(data: Any, buffers: list[Any], source: Any, producer: str | None) -> Any:
     """Unpickles a stream written by :func:`dump`; ``source.persistent_load`` decodes externals."""
     unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
     unpickler.persistent_load = source.persistent_load  # type: ignore[method-assign]
+    stack = getattr(_loading, "sources", None)
+    if stack is None:
+        stack = _loading.sources = []
+    stack.append(source)
     try:
         return unpickler.load()
     except DeserializationError:
@@ -81,3 +133,5 @@ def load(data: Any, buffers: list[Any], source: Any, producer: str | None) -> An
             f"the pickle part of the payload{hint} refers to code this process cannot import: "
             f"{type(exc).__name__}: {exc}; install the same modules (and versions) on this side"
         ) from exc
+    finally:
+        stack.pop()

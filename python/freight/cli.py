@@ -6,7 +6,7 @@ Subcommands::
                                  it with pickle and cloudpickle
     freight inspect FILE         describe a payload without decoding it
     freight verify FILE          check the header and every frame checksum without decoding
-    freight bench [--quick] [--json PATH]
+    freight bench [--quick] [--json PATH] [other bench_core.py options]
                                  run benchmarks/bench_core.py (source checkouts only)
 
 Exit status: 0 on success, 1 when a file is not a valid freight payload or fails verification,
@@ -88,8 +88,8 @@ _TAG_KEYS = ("tags",)
 _PRODUCER_KEYS = ("producer_versions", "versions", "producer")
 _FRAME_KEYS = ("frames",)
 _TREE_KEYS = ("tree", "summary", "tree_summary")
-_SIZE_KEYS = ("size", "total_size", "nbytes", "length", "payload_size")
-_HEADER_KEYS = ("header_size", "header_len", "header_length")
+_SIZE_KEYS = ("total_length", "size", "total_size", "nbytes", "length", "payload_size")
+_HEADER_KEYS = ("header_length", "header_size", "header_len")
 
 
 def _first(d: dict[str, Any], keys: Iterable[str], default: Any = None) -> tuple[str | None, Any]:
@@ -99,14 +99,15 @@ def _first(d: dict[str, Any], keys: Iterable[str], default: Any = None) -> tuple
     return None, default
 
 
-def _fmt_bytes(n: Any) -> str:
+def _fmt_bytes(n: Any, exact: bool = True) -> str:
+    """``1.5 MiB (1,572,864 bytes)``, or just ``1.5 MiB`` with ``exact=False``."""
     if not isinstance(n, int) or isinstance(n, bool):
         return str(n)
     if n < 1024:
         return f"{n} B"
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
-            return f"{n:,} B ({n / size:.1f} {unit})"
+            return f"{n / size:.1f} {unit}" + (f" ({n:,} bytes)" if exact else "")
     return f"{n} B"
 
 
@@ -135,6 +136,27 @@ def _flags_text(flags: Any) -> str:
             on.append(f"unknown bits 0x{unknown:x}")
         return f"0x{flags:02x} ({', '.join(on) or 'none'})"
     return _fmt_scalar(flags)
+
+
+def _frame_size(f: dict[str, Any]) -> Any:
+    for k in ("length", "raw_length", "raw_len", "size", "raw_size", "nbytes"):
+        if k in f:
+            return f[k]
+    return None
+
+
+def _derived_flags(info: dict[str, Any]) -> str:
+    """The preamble's flags, from the inspect dict's individual fields."""
+    on = []
+    if _needs_pickle(info):
+        on.append("needs-pickle")
+    if info.get("frames"):
+        on.append("frames")
+    if info.get("tags") or info.get("producer") or info.get("producer_versions") or info.get("versions"):
+        on.append("meta")
+    if info.get("signed"):
+        on.append("signed")
+    return ", ".join(on) or "(none)"
 
 
 def _needs_pickle(info: dict[str, Any]) -> bool | None:
@@ -182,15 +204,16 @@ def _frame_status(frame: Any) -> tuple[str, bool | None]:
 
 
 def _frame_rows(frames: list[Any]) -> tuple[list[str], list[list[str]]]:
-    headers = ["#", "size", "stored", "codec", "checksum", "status"]
+    headers = ["#", "offset", "size", "stored", "codec", "checksum", "status"]
     rows = []
     for i, f in enumerate(frames):
         if not isinstance(f, dict):
-            rows.append([str(i), str(f), "", "", "", ""])
+            rows.append([str(i), "", str(f), "", "", "", ""])
             continue
         idx = f.get("index", i)
-        raw = f.get("raw_len", f.get("size", f.get("raw_size", f.get("length", f.get("nbytes")))))
-        stored = f.get("stored_len", f.get("stored_size", raw))
+        raw = _frame_size(f)
+        stored = f.get("stored_length", f.get("stored_len", f.get("stored_size", raw)))
+        offset = f.get("offset")
         codec = f.get("codec", "")
         cs = f.get("checksum")
         if isinstance(cs, int) and not isinstance(cs, bool):
@@ -201,15 +224,16 @@ def _frame_rows(frames: list[Any]) -> tuple[list[str], list[list[str]]]:
         rows.append(
             [
                 str(idx),
-                _fmt_bytes(raw) if raw is not None else "?",
-                _fmt_bytes(stored) if stored != raw and stored is not None else "",
+                str(offset) if offset is not None else "",
+                _fmt_bytes(raw, exact=False) if raw is not None else "?",
+                _fmt_bytes(stored, exact=False) if stored != raw and stored is not None else "",
                 _fmt_scalar(codec) if codec not in ("", None, 0, "none") else "",
                 cs_text,
                 status,
             ]
         )
     # Drop columns that are empty everywhere (stored == size, no codec).
-    keep = [c for c in range(len(headers)) if c < 2 or any(r[c] for r in rows) or headers[c] in ("checksum", "status")]
+    keep = [c for c in range(len(headers)) if c in (0, 2) or any(r[c] for r in rows) or headers[c] in ("checksum", "status")]
     return [headers[c] for c in keep], [[r[c] for c in keep] for r in rows]
 
 
@@ -273,6 +297,8 @@ def format_inspect(info: dict[str, Any], path: str | None = None) -> str:
     if k:
         used.add(k)
         lines.append(f"flags:           {_flags_text(flags)}")
+    else:
+        lines.append(f"flags:           {_derived_flags(info)}")
     np_ = _needs_pickle(info)
     k, _ = _first(info, _NEEDS_PICKLE_KEYS)
     if k:
@@ -305,10 +331,10 @@ def format_inspect(info: dict[str, Any], path: str | None = None) -> str:
             total = 0
             for f in frames:
                 if isinstance(f, dict):
-                    raw = f.get("raw_len", f.get("size", f.get("raw_size", f.get("length", f.get("nbytes")))))
+                    raw = _frame_size(f)
                     if isinstance(raw, int):
                         total += raw
-            lines.append(f"frames:          {len(frames)}" + (f" ({_fmt_bytes(total)} in all)" if frames else ""))
+            lines.append(f"frames:          {len(frames)}" + (f", {_fmt_bytes(total)} in all" if frames else ""))
             if frames:
                 headers, rows = _frame_rows(list(frames))
                 lines.extend(_table(headers, rows))
@@ -334,6 +360,9 @@ def check_frames(info: dict[str, Any]) -> tuple[list[str], int, int]:
     for key in ("header_checksum_ok", "checksum_ok", "valid", "ok"):
         if info.get(key) is False:
             failures.append(f"{key.replace('_', ' ')}: false")
+    _, tree = _first(info, _TREE_KEYS)
+    if isinstance(tree, dict) and tree.get("ok") is False:
+        failures.append(f"node tree is malformed: {tree.get('error', 'walk failed')}")
     errors = info.get("errors")
     if errors:
         failures.extend(str(e) for e in (errors if isinstance(errors, (list, tuple)) else [errors]))
@@ -379,7 +408,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"{args.file}: FAILED ({len(failures)} problem{'s' if len(failures) != 1 else ''})", file=sys.stderr)
         return 1
     total = checked + unchecked
-    detail = f"header ok, {checked}/{total} frame checksum{'s' if total != 1 else ''} ok"
+    if total == 0:
+        detail = "header ok, no frames"
+    else:
+        detail = f"header ok, {checked}/{total} frame checksum{'s' if total != 1 else ''} ok"
     if unchecked:
         detail += f", {unchecked} frame{'s' if unchecked != 1 else ''} without a checksum (not verifiable)"
     print(f"{args.file}: OK ({detail})")
@@ -445,7 +477,6 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run the core benchmarks (source checkouts only)")
     p.add_argument("--quick", action="store_true", help="smaller array, fewer repetitions")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    p.add_argument("extra", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(func=_cmd_bench)
     return parser
 
@@ -453,7 +484,13 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if getattr(args, "command", None) != "bench":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.extra = extra  # passed through to bench_core.py (e.g. --cases ab, --strict)
+    else:
+        args.extra = []
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

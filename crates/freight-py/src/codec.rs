@@ -76,8 +76,9 @@ impl Codec {
     #[inline(never)]
     fn encode_pickled(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Encoded> {
         let sink = Bound::new(py, PickleSink::new(self.types.clone_ref(py), self.predicates.clone_ref(py)))?;
-        let module = py.import(pyo3::intern!(py, "freight._pickle"))?;
-        let out = module.getattr(pyo3::intern!(py, "dump"))?.call1((obj, &sink))?;
+        let module = crate::types::pickle_bridge(py)?;
+        let cloud_first = crate::pickle_bridge::by_reference_fails(py, obj)?.is_some();
+        let out = module.getattr(pyo3::intern!(py, "dump"))?.call1((obj, &sink, cloud_first))?;
         let out = out.cast::<PyTuple>()?;
         let data = out.get_item(0)?.cast_into::<PyBytes>()?;
         let cloud: bool = out.get_item(1)?.extract()?;
@@ -85,7 +86,7 @@ impl Codec {
         state.needs_pickle = true;
         let mut versions = vec![("python".to_owned(), python_version(py))];
         if cloud {
-            let version: String = py.import("cloudpickle")?.getattr("__version__")?.extract()?;
+            let version = crate::types::cloudpickle_version(py)?.to_owned();
             versions.push(("cloudpickle".to_owned(), version));
         }
         let mut w = TreeWriter::new();

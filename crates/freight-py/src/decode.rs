@@ -651,7 +651,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         let base = tree.as_ptr() as usize;
         let externals = node.externals.iter().map(|ext| (ext.as_ptr() as usize - base, ext.len())).collect();
         let source = Bound::new(py, PickleSource::new(ctx.clone(), externals))?;
-        let module = py.import(pyo3::intern!(py, "freight._pickle"))?;
+        let module = crate::types::pickle_bridge(py)?;
         let out = module.getattr(pyo3::intern!(py, "load"))?.call1((data, buffers, &source, ctx.producer.as_deref()));
         source.borrow().close();
         out

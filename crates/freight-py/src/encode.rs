@@ -119,6 +119,29 @@ impl<'py> Dispatch<'py> {
     }
 }
 
+/// Types pickle saves itself without consulting `reducer_override`.
+pub fn is_pickle_atomic_type(py: Python<'_>, ty: &Bound<'_, PyAny>) -> bool {
+    let ptr = ty.as_ptr();
+    let _ = py;
+    unsafe {
+        [
+            (&raw mut ffi::PyLong_Type).cast::<ffi::PyObject>(),
+            (&raw mut ffi::PyFloat_Type).cast(),
+            (&raw mut ffi::PyBool_Type).cast(),
+            (&raw mut ffi::PyUnicode_Type).cast(),
+            (&raw mut ffi::PyBytes_Type).cast(),
+            (&raw mut ffi::PyByteArray_Type).cast(),
+            (&raw mut ffi::PyList_Type).cast(),
+            (&raw mut ffi::PyTuple_Type).cast(),
+            (&raw mut ffi::PyDict_Type).cast(),
+            (&raw mut ffi::PySet_Type).cast(),
+            (&raw mut ffi::PyFrozenSet_Type).cast(),
+            ffi::Py_TYPE(ffi::Py_None()).cast(),
+        ]
+        .contains(&ptr)
+    }
+}
+
 #[derive(Clone, Copy)]
 struct MemoEntry {
     slot: u32,
@@ -486,7 +509,10 @@ impl<'a, 'py> Walker<'a, 'py> {
         if let Some(entry) = self.dispatch.slow(obj)? {
             return self.ext(obj, &entry, shared);
         }
-        self.unsupported(&format!("an object of type {}", ty.fully_qualified_name()?))
+        if self.external {
+            return self.unsupported(&format!("an object of type {}", ty.fully_qualified_name()?));
+        }
+        Err(EncodeError::Unsupported)
     }
 
     /// datetime, date, time, timedelta, Decimal, UUID and pathlib paths, by exact type.

@@ -24,6 +24,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::FrameBuffer>()?;
     m.add_class::<pickle_bridge::PickleSink>()?;
     m.add_class::<pickle_bridge::PickleSource>()?;
+    m.add_class::<pickle_bridge::ChainedReduce>()?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::inspect_frames, m)?)?;
     Ok(())

@@ -13,7 +13,7 @@ use pyo3::exceptions::PyException;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::buffer::RawBuffer;
 use crate::decode::{decode_external, DecodeCtx};
@@ -41,7 +41,7 @@ static NEEDS_CLOUDPICKLE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn needs_cloudpickle(py: Python<'_>, what: String) -> PyErr {
     match NEEDS_CLOUDPICKLE.get_or_try_init(py, || -> PyResult<Py<PyType>> {
-        Ok(py.import("freight._pickle")?.getattr("NeedsCloudpickle")?.cast_into::<PyType>()?.unbind())
+        Ok(crate::types::pickle_bridge(py)?.getattr("NeedsCloudpickle")?.cast_into::<PyType>()?.unbind())
     }) {
         Ok(cls) => PyErr::from_type(cls.bind(py).clone(), what),
         Err(err) => err,
@@ -78,7 +78,7 @@ impl PickleSink {
 
 /// Plain pickle stores functions and classes by reference; that reference does not resolve on
 /// the other side for lambdas, locals and anything defined in `__main__`.
-fn by_reference_fails(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+pub fn by_reference_fails(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     let is_type = unsafe { ffi::PyType_Check(obj.as_ptr()) } != 0;
     if !is_type && !obj.get_type().is(&std_types(py)?.function) {
         return Ok(None);
@@ -114,7 +114,89 @@ impl PickleSink {
         inner.cloud = cloud;
     }
 
+    /// Whether the pickler must use `persistent_id` (called for every object) rather than
+    /// `reducer_override` (never called for ints, strs, lists, dicts, ...): only when a serializer
+    /// is registered for one of those built-in types.
+    #[getter]
+    fn needs_persistent_id(&self, py: Python<'_>) -> PyResult<bool> {
+        for ty in self.types.bind(py).keys() {
+            if crate::encode::is_pickle_atomic_type(py, &ty) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// pickle's `persistent_id` hook: the external's id, or None.
     fn persistent_id(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+        self.external(py, obj)
+    }
+
+    /// pickle's `reducer_override` hook: `(freight._pickle._external, (id,))` for objects freight
+    /// encodes itself, NotImplemented for the rest.
+    fn reduce<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.reduce_or(py, obj, None)
+    }
+
+    /// Protocol-5 out-of-band buffers become frames. Returning False keeps them out of band.
+    fn buffer_callback(&self, buffer: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let raw = RawBuffer::get(buffer, ffi::PyBUF_SIMPLE).or_else(|_| {
+            // A non-contiguous PickleBuffer: take a contiguous copy.
+            let copy = pyo3::types::PyBytes::new(buffer.py(), &buffer.call_method0("raw")?.call_method0("tobytes")?.extract::<Vec<u8>>()?);
+            RawBuffer::simple(copy.as_any())
+        })?;
+        let mut inner = self.inner.borrow_mut();
+        let index = match inner.state.add_frame(FrameSource::Buffer(Arc::new(raw))) {
+            Ok(index) => index,
+            Err(EncodeError::Py(err)) => return Err(err),
+            Err(EncodeError::Unsupported) => unreachable!(),
+        };
+        inner.buffers.push(index);
+        Ok(false)
+    }
+
+    /// `reduce`, falling back to `fallback(obj)` (cloudpickle's own reducer_override) instead of
+    /// NotImplemented: one native call per object instead of a Python method wrapping two.
+    fn chain(slf: Py<Self>, fallback: Py<PyAny>) -> ChainedReduce {
+        ChainedReduce { sink: slf, fallback }
+    }
+}
+
+#[pyclass(module = "freight._freight", unsendable)]
+pub struct ChainedReduce {
+    sink: Py<PickleSink>,
+    fallback: Py<PyAny>,
+}
+
+#[pymethods]
+impl ChainedReduce {
+    fn __call__<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        self.sink.borrow(py).reduce_or(py, obj, Some(self.fallback.bind(py)))
+    }
+}
+
+impl PickleSink {
+    fn reduce_or<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>, fallback: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+        match self.external(py, obj)? {
+            Some(pid) => {
+                let loader = EXTERNAL_LOADER.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                    Ok(crate::types::pickle_bridge(py)?.getattr("_external")?.unbind())
+                })?;
+                Ok(PyTuple::new(py, [loader.bind(py).clone(), PyTuple::new(py, [pid])?.into_any()])?.into_any())
+            }
+            None => match fallback {
+                Some(fallback) => fallback.call1((obj,)),
+                None => Ok(py.NotImplemented().into_bound(py)),
+            },
+        }
+    }
+
+}
+
+static EXTERNAL_LOADER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+impl PickleSink {
+    fn external(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
         let ptr = obj.as_ptr();
         let ty = unsafe { ffi::Py_TYPE(ptr) };
         let types = self.types.bind(py);
@@ -180,22 +262,6 @@ impl PickleSink {
         Ok(Some(pid))
     }
 
-    /// Protocol-5 out-of-band buffers become frames. Returning False keeps them out of band.
-    fn buffer_callback(&self, buffer: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let raw = RawBuffer::get(buffer, ffi::PyBUF_SIMPLE).or_else(|_| {
-            // A non-contiguous PickleBuffer: take a contiguous copy.
-            let copy = pyo3::types::PyBytes::new(buffer.py(), &buffer.call_method0("raw")?.call_method0("tobytes")?.extract::<Vec<u8>>()?);
-            RawBuffer::simple(copy.as_any())
-        })?;
-        let mut inner = self.inner.borrow_mut();
-        let index = match inner.state.add_frame(FrameSource::Buffer(Arc::new(raw))) {
-            Ok(index) => index,
-            Err(EncodeError::Py(err)) => return Err(err),
-            Err(EncodeError::Unsupported) => unreachable!(),
-        };
-        inner.buffers.push(index);
-        Ok(false)
-    }
 }
 
 #[pyclass(module = "freight._freight", unsendable)]

@@ -57,15 +57,20 @@ pub fn std_types(py: Python<'_>) -> PyResult<&StdTypes> {
 }
 
 static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 
-/// numpy.ndarray, if numpy has been imported in this process.
+/// numpy.ndarray, if numpy has been imported in this process (a dict lookup until it is).
 pub fn ndarray_type(py: Python<'_>) -> Option<&Py<PyType>> {
     if let Some(t) = NDARRAY.get(py) {
         return Some(t);
     }
-    let modules = py.import("sys").ok()?.getattr("modules").ok()?;
-    let modules = modules.cast::<PyDict>().ok()?;
-    let numpy = modules.get_item("numpy").ok()??;
+    let modules = SYS_MODULES
+        .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
+            Ok(py.import("sys")?.getattr("modules")?.cast_into::<PyDict>()?.unbind())
+        })
+        .ok()?
+        .bind(py);
+    let numpy = modules.get_item(pyo3::intern!(py, "numpy")).ok()??;
     let ndarray = numpy.getattr("ndarray").ok()?.cast_into::<PyType>().ok()?;
     let _ = NDARRAY.set(py, ndarray.unbind());
     NDARRAY.get(py)
@@ -83,4 +88,19 @@ pub fn freight_module<'py>(
 /// `type(obj).__mro__`, skipping the type itself.
 pub fn mro_bases<'py>(ty: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyTuple>> {
     Ok(ty.getattr(pyo3::intern!(ty.py(), "__mro__"))?.cast_into::<PyTuple>()?)
+}
+
+static PICKLE_BRIDGE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// freight._pickle, the Python half of the pickle bridge.
+pub fn pickle_bridge(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    freight_module(py, &PICKLE_BRIDGE, "freight._pickle")
+}
+
+static CLOUDPICKLE_VERSION: PyOnceLock<String> = PyOnceLock::new();
+
+pub fn cloudpickle_version(py: Python<'_>) -> PyResult<&str> {
+    Ok(CLOUDPICKLE_VERSION
+        .get_or_try_init(py, || -> PyResult<String> { py.import("cloudpickle")?.getattr("__version__")?.extract() })?
+        .as_str())
 }
