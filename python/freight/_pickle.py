@@ -97,6 +97,8 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
             f"encoder, a registered serializer, pickle nor cloudpickle could encode it ({type(exc).__name__}: "
             f"{exc}); register a serializer for its type with freight.register"
         ) from exc
+    finally:
+        pickler.reducer_override.close()  # the hook refers back to the pickler: break the cycle
     return file.getvalue(), True
 
 

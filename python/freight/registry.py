@@ -72,6 +72,12 @@ class Entry:
                 f"serializer {self.tag!r} declares no types and no supported(obj) predicate, so no object "
                 "would ever reach it; pass types=(...) to register()"
             )
+        for method in ("serialize", "deserialize"):
+            if not callable(getattr(serializer, method, None)):
+                raise SerializationError(
+                    f"serializer {self.tag!r} ({type(serializer).__qualname__}) has no callable {method}(); "
+                    "a serializer needs serialize(obj) and deserialize(...)"
+                )
         self._serialize = serializer.serialize
         self._deserialize = serializer.deserialize
         self.simple = _takes_one_argument(self._deserialize)

@@ -406,21 +406,34 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 _PREAMBLE = 6
 
 
-def _split(blob: bytes) -> tuple[bytes, bytes, bytes]:
-    """(preamble without the length, header body, rest after the header checksum)."""
+_ALIGN = 64  # frames start at offsets that are multiples of 64
+
+
+def _align_up(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def _split(blob: bytes) -> tuple[bytes, bytes, bytes | None]:
+    """(preamble without the length, header body, frames from the first aligned offset on, or
+    None when nothing follows the header)."""
     body_len, body_start = _read_uvarint(blob, _PREAMBLE)
     body = blob[body_start : body_start + body_len]
-    stored = int.from_bytes(blob[body_start + body_len : body_start + body_len + 8], "little")
-    assert stored == xxh3_64(blob[: body_start + body_len]), (
+    header_end = body_start + body_len + 8
+    stored = int.from_bytes(blob[header_end - 8 : header_end], "little")
+    assert stored == xxh3_64(blob[: header_end - 8]), (
         "test assumption broken: the header checksum is not xxh3-64 of the bytes before it "
         "(the envelope layout changed; update this test)"
     )
-    return blob[:_PREAMBLE], body, blob[body_start + body_len + 8 :]
+    frames = blob[_align_up(header_end) :] if len(blob) > header_end else None
+    return blob[:_PREAMBLE], body, frames
 
 
-def _join(preamble: bytes, body: bytes, rest: bytes = b"") -> bytes:
+def _join(preamble: bytes, body: bytes, frames: bytes | None = None) -> bytes:
     head = preamble + _uvarint(len(body)) + body
-    return head + xxh3_64(head).to_bytes(8, "little") + rest
+    out = head + xxh3_64(head).to_bytes(8, "little")
+    if frames is not None:
+        out += bytes(_align_up(len(out)) - len(out)) + frames
+    return out
 
 
 def test_pure_python_xxh3_matches_freight_header_checksums():
@@ -464,6 +477,18 @@ def _count_claims() -> list[tuple[str, bytes]]:
     i = next(i for i, (x, y) in enumerate(zip(body_a, body_b)) if x != y)
     for huge in (2**31, 2**39, 2**62):
         claims.append((f"frame length {huge}", _join(pre_a, body_a[:i] + _uvarint(huge) + body_a[i + 1 :], rest_a)))
+    # Array shapes that disagree with their frame, or whose element count overflows.
+    for small, bigger in ((np.zeros(3), np.zeros(4)), (np.zeros((0, 3)), np.zeros((0, 4))), (np.zeros((2, 3)), np.zeros((2, 4)))):
+        pre_a, body_a, rest_a = _split(freight.dumps(small))
+        _, body_b, _ = _split(freight.dumps(bigger))
+        assert len(body_a) == len(body_b)
+        spots = [i for i, (x, y) in enumerate(zip(body_a, body_b)) if (x, y) == (3, 4)]
+        assert spots, "test assumption broken: no shape entry found"
+        for i in spots:
+            # (0, 2**31) is a valid empty array; the larger claims are more than numpy can hold.
+            for huge in (2**31, 2**62, 2**64 - 1) if small.size else (2**62, 2**64 - 1):
+                forged = _join(pre_a, body_a[:i] + _uvarint(huge) + body_a[i + 1 :], rest_a)
+                claims.append((f"array {small.shape} with a dimension of {huge}", forged))
     # The header length itself (no checksum involved: the reader must not trust it).
     blob = freight.dumps([1, 2, 3])
     _, body_start = _read_uvarint(blob, _PREAMBLE)

@@ -52,7 +52,10 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         // Generous but finite: the header is also always bounded by the input's length.
-        Self { max_header: 1 << 34, max_frame: 1 << 40 }
+        Self {
+            max_header: 1 << 34,
+            max_frame: 1 << 40,
+        }
     }
 }
 
@@ -130,7 +133,11 @@ impl EnvelopeWriter {
         if !spec.frame_lens.is_empty() {
             put_uvarint(&mut body, spec.frame_lens.len() as u64);
             for &len in &spec.frame_lens {
-                body.push(if spec.checksums { frame_flags::CHECKSUM } else { 0 });
+                body.push(if spec.checksums {
+                    frame_flags::CHECKSUM
+                } else {
+                    0
+                });
                 body.push(codec::NONE);
                 put_uvarint(&mut body, len);
                 if spec.checksums {
@@ -150,13 +157,26 @@ impl EnvelopeWriter {
         header.push(flag_bits);
         put_uvarint(&mut header, body.len() as u64);
         header.extend_from_slice(&body);
-        let checksum_at = checksum_at_body.into_iter().map(|at| at.map(|at| at + preamble)).collect();
-        Self { header, checksum_at, frame_lens: spec.frame_lens.clone(), finished: false }
+        let checksum_at = checksum_at_body
+            .into_iter()
+            .map(|at| at.map(|at| at + preamble))
+            .collect();
+        Self {
+            header,
+            checksum_at,
+            frame_lens: spec.frame_lens.clone(),
+            finished: false,
+        }
     }
 
     /// Length of the header including its checksum.
     pub fn header_len(&self) -> usize {
-        self.header.len() + if self.finished { 0 } else { HEADER_CHECKSUM_LEN }
+        self.header.len()
+            + if self.finished {
+                0
+            } else {
+                HEADER_CHECKSUM_LEN
+            }
     }
 
     /// Offsets of the frames in the contiguous (single buffer) layout.
@@ -256,12 +276,21 @@ fn read_str<'a>(r: &mut Reader<'a>, what: &'static str) -> Result<&'a str> {
 /// Checks magic and version only: the cheapest way to tell whether bytes are a freight payload.
 pub fn check_preamble(buf: &[u8]) -> Result<()> {
     if buf.len() < MAGIC.len() || buf[..MAGIC.len()] != MAGIC {
-        return Err(Error::BadMagic { found: buf[..buf.len().min(MAGIC.len())].to_vec() });
+        return Err(Error::BadMagic {
+            found: buf[..buf.len().min(MAGIC.len())].to_vec(),
+        });
     }
     match buf.get(MAGIC.len()) {
-        None => Err(Error::Truncated { what: "the format version", offset: MAGIC.len(), needed: 1 }),
+        None => Err(Error::Truncated {
+            what: "the format version",
+            offset: MAGIC.len(),
+            needed: 1,
+        }),
         Some(&VERSION) => Ok(()),
-        Some(&found) => Err(Error::UnsupportedVersion { found, supported: VERSION }),
+        Some(&found) => Err(Error::UnsupportedVersion {
+            found,
+            supported: VERSION,
+        }),
     }
 }
 
@@ -284,14 +313,22 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
     }
     let body_len = r.uvarint("the header length")?;
     if body_len > limits.max_header {
-        return Err(Error::OverLimit { what: "a header", declared: body_len, limit: limits.max_header });
+        return Err(Error::OverLimit {
+            what: "a header",
+            declared: body_len,
+            limit: limits.max_header,
+        });
     }
     let body_start = r.position();
     let body = r.take(body_len as usize, "the header")?;
     let stored = r.u64_le("the header checksum")?;
     let computed = checksum::hash(&buf[..body_start + body.len()]);
     if stored != computed {
-        return Err(Error::Checksum { what: "the header".into(), stored, computed });
+        return Err(Error::Checksum {
+            what: "the header".into(),
+            stored,
+            computed,
+        });
     }
     let len = r.position();
 
@@ -305,7 +342,10 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
         }
         let n = r.count(2, "the version table")?;
         for _ in 0..n {
-            versions.push((read_str(&mut r, "a producer name")?, read_str(&mut r, "a producer version")?));
+            versions.push((
+                read_str(&mut r, "a producer name")?,
+                read_str(&mut r, "a producer version")?,
+            ));
         }
     }
     let mut frames = Vec::new();
@@ -315,7 +355,9 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
         for i in 0..n {
             let frame_flags = r.u8("frame flags")?;
             if frame_flags & !frame_flags::KNOWN != 0 {
-                return Err(Error::corrupt(format!("frame {i} has unknown flags {frame_flags:#04x}")));
+                return Err(Error::corrupt(format!(
+                    "frame {i} has unknown flags {frame_flags:#04x}"
+                )));
             }
             let codec = r.u8("a frame codec")?;
             if codec != codec::NONE {
@@ -325,21 +367,38 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
             }
             let raw_len = r.uvarint("a frame length")?;
             if raw_len > limits.max_frame {
-                return Err(Error::OverLimit { what: "a frame", declared: raw_len, limit: limits.max_frame });
+                return Err(Error::OverLimit {
+                    what: "a frame",
+                    declared: raw_len,
+                    limit: limits.max_frame,
+                });
             }
             let checksum = if frame_flags & frame_flags::CHECKSUM != 0 {
                 Some(r.u64_le("a frame checksum")?)
             } else {
                 None
             };
-            frames.push(FrameInfo { codec, raw_len, stored_len: raw_len, checksum });
+            frames.push(FrameInfo {
+                codec,
+                raw_len,
+                stored_len: raw_len,
+                checksum,
+            });
         }
     }
     let tree = &body[r.position()..];
     if tree.is_empty() {
         return Err(Error::corrupt("the header holds no root node"));
     }
-    Ok(Header { version: VERSION, flags: flag_bits, tags, versions, frames, tree, len })
+    Ok(Header {
+        version: VERSION,
+        flags: flag_bits,
+        tags,
+        versions,
+        frames,
+        tree,
+        len,
+    })
 }
 
 /// Locates every frame of a contiguous payload: checks that each lies inside `buf`, that the
@@ -349,7 +408,9 @@ pub fn locate_frames(header: &Header<'_>, buf: &[u8]) -> Result<Vec<std::ops::Ra
     let mut end = header.len;
     for (i, frame) in header.frames.iter().enumerate() {
         let start = align_up(end);
-        let stop = (start as u64).checked_add(frame.stored_len).filter(|&s| s <= buf.len() as u64);
+        let stop = (start as u64)
+            .checked_add(frame.stored_len)
+            .filter(|&s| s <= buf.len() as u64);
         let Some(stop) = stop else {
             return Err(Error::Truncated {
                 what: "a frame",
@@ -378,7 +439,10 @@ pub fn locate_frames(header: &Header<'_>, buf: &[u8]) -> Result<Vec<std::ops::Ra
 
 /// Checks one frame's bytes against the table: length, and checksum when `verify` and present.
 pub fn check_frame(header: &Header<'_>, index: usize, data: &[u8], verify: bool) -> Result<()> {
-    let info = header.frames.get(index).ok_or_else(|| Error::corrupt(format!("no frame {index}")))?;
+    let info = header
+        .frames
+        .get(index)
+        .ok_or_else(|| Error::corrupt(format!("no frame {index}")))?;
     if data.len() as u64 != info.stored_len {
         return Err(Error::corrupt(format!(
             "frame {index} holds {} bytes but the frame table says {}",
@@ -390,7 +454,11 @@ pub fn check_frame(header: &Header<'_>, index: usize, data: &[u8], verify: bool)
         if let Some(stored) = info.checksum {
             let computed = checksum::hash(data);
             if computed != stored {
-                return Err(Error::Checksum { what: format!("frame {index}"), stored, computed });
+                return Err(Error::Checksum {
+                    what: format!("frame {index}"),
+                    stored,
+                    computed,
+                });
             }
         }
     }

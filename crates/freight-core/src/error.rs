@@ -6,7 +6,9 @@
 #[non_exhaustive]
 pub enum Error {
     /// The input does not start with freight's magic bytes.
-    #[error("not a freight payload: it does not start with the magic bytes b'\\x89FRT' (got {found:?})")]
+    #[error(
+        "not a freight payload: it does not start with the magic bytes b'\\x89FRT' (got {found:?})"
+    )]
     BadMagic { found: Vec<u8> },
 
     /// The payload was written by a newer (or unknown) format version.
@@ -15,7 +17,11 @@ pub enum Error {
 
     /// The payload ended before a field it declares.
     #[error("truncated freight payload: needed {needed} more bytes for {what} at offset {offset}, but the input ends there")]
-    Truncated { what: &'static str, offset: usize, needed: usize },
+    Truncated {
+        what: &'static str,
+        offset: usize,
+        needed: usize,
+    },
 
     /// A field holds a value that no writer produces.
     #[error("corrupt freight payload: {0}")]
@@ -23,11 +29,19 @@ pub enum Error {
 
     /// A declared size is over a configured limit.
     #[error("freight payload declares {what} of {declared} bytes, over the limit of {limit}; raise the limit if the payload is trusted")]
-    OverLimit { what: &'static str, declared: u64, limit: u64 },
+    OverLimit {
+        what: &'static str,
+        declared: u64,
+        limit: u64,
+    },
 
     /// A checksum did not match: the bytes changed after they were written.
     #[error("checksum mismatch in {what}: stored {stored:#018x}, computed {computed:#018x}; the payload was corrupted in transit or storage")]
-    Checksum { what: String, stored: u64, computed: u64 },
+    Checksum {
+        what: String,
+        stored: u64,
+        computed: u64,
+    },
 
     /// Nesting deeper than the reader accepts.
     #[error("freight payload nests deeper than {limit} levels")]

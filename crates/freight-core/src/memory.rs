@@ -21,7 +21,11 @@ pub fn advise_hugepages(buf: &mut [u8]) {
             // SAFETY: the range lies inside `buf`, which we borrow mutably; madvise only changes
             // how the kernel backs these pages, not their contents.
             unsafe {
-                libc::madvise(aligned as *mut libc::c_void, end - aligned, libc::MADV_HUGEPAGE);
+                libc::madvise(
+                    aligned as *mut libc::c_void,
+                    end - aligned,
+                    libc::MADV_HUGEPAGE,
+                );
             }
         }
     }

@@ -44,14 +44,21 @@ impl<'a> Reader<'a> {
         if self.is_at_end() {
             Ok(())
         } else {
-            Err(Error::corrupt(format!("{} trailing bytes after the {what}", self.remaining())))
+            Err(Error::corrupt(format!(
+                "{} trailing bytes after the {what}",
+                self.remaining()
+            )))
         }
     }
 
     #[inline]
     pub fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(Error::Truncated { what, offset: self.pos, needed: n - self.remaining() });
+            return Err(Error::Truncated {
+                what,
+                offset: self.pos,
+                needed: n - self.remaining(),
+            });
         }
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -65,7 +72,11 @@ impl<'a> Reader<'a> {
                 self.pos += 1;
                 Ok(b)
             }
-            None => Err(Error::Truncated { what, offset: self.pos, needed: 1 }),
+            None => Err(Error::Truncated {
+                what,
+                offset: self.pos,
+                needed: 1,
+            }),
         }
     }
 
@@ -84,17 +95,36 @@ impl<'a> Reader<'a> {
         Ok(f64::from_bits(self.u64_le(what)?))
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn uvarint(&mut self, what: &'static str) -> Result<u64> {
+        // Most varints (lengths, counts, small ints) are one byte.
+        if let Some(&byte) = self.buf.get(self.pos) {
+            if byte < 0x80 {
+                self.pos += 1;
+                return Ok(byte as u64);
+            }
+        }
+        self.uvarint_slow(what)
+    }
+
+    #[inline(never)]
+    fn uvarint_slow(&mut self, what: &'static str) -> Result<u64> {
         match get_uvarint(&self.buf[self.pos..]) {
             Some((v, n)) => {
                 self.pos += n;
                 Ok(v)
             }
             None if self.remaining() < 10 && self.buf[self.pos..].iter().all(|b| b & 0x80 != 0) => {
-                Err(Error::Truncated { what, offset: self.pos, needed: 1 })
+                Err(Error::Truncated {
+                    what,
+                    offset: self.pos,
+                    needed: 1,
+                })
             }
-            None => Err(Error::corrupt(format!("malformed varint for {what} at offset {}", self.pos))),
+            None => Err(Error::corrupt(format!(
+                "malformed varint for {what} at offset {}",
+                self.pos
+            ))),
         }
     }
 
@@ -139,7 +169,7 @@ impl<'a> Reader<'a> {
         self.take(n as usize, what)
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn tag(&mut self) -> Result<Tag> {
         let at = self.pos;
         let byte = self.u8("a node tag")?;
@@ -153,7 +183,8 @@ impl<'a> Reader<'a> {
         f.minute = hms[1];
         f.second = hms[2];
         let us = self.uvarint("microseconds")?;
-        f.microsecond = u32::try_from(us).map_err(|_| Error::corrupt("microseconds out of range"))?;
+        f.microsecond =
+            u32::try_from(us).map_err(|_| Error::corrupt("microseconds out of range"))?;
         f.fold = self.u8("fold")?;
         Ok(())
     }
@@ -169,7 +200,12 @@ impl<'a> Reader<'a> {
     pub fn date(&mut self) -> Result<DateTimeFields> {
         let year = self.u16_le("a year")?;
         let md = self.take(2, "a date")?;
-        Ok(DateTimeFields { year, month: md[0], day: md[1], ..Default::default() })
+        Ok(DateTimeFields {
+            year,
+            month: md[0],
+            day: md[1],
+            ..Default::default()
+        })
     }
 
     /// Fields of a Time node (after its tag); the tz node follows.
@@ -184,9 +220,12 @@ impl<'a> Reader<'a> {
         let days = self.ivarint("timedelta days")?;
         let seconds = self.uvarint("timedelta seconds")?;
         let micros = self.uvarint("timedelta microseconds")?;
-        let days = i32::try_from(days).map_err(|_| Error::corrupt("timedelta days out of range"))?;
-        let seconds = u32::try_from(seconds).map_err(|_| Error::corrupt("timedelta seconds out of range"))?;
-        let micros = u32::try_from(micros).map_err(|_| Error::corrupt("timedelta microseconds out of range"))?;
+        let days =
+            i32::try_from(days).map_err(|_| Error::corrupt("timedelta days out of range"))?;
+        let seconds =
+            u32::try_from(seconds).map_err(|_| Error::corrupt("timedelta seconds out of range"))?;
+        let micros = u32::try_from(micros)
+            .map_err(|_| Error::corrupt("timedelta microseconds out of range"))?;
         Ok((days, seconds, micros))
     }
 
@@ -196,7 +235,11 @@ impl<'a> Reader<'a> {
         let name = match self.u8("a tz name flag")? {
             0 => None,
             1 => Some(self.byte_string("a tz name")?),
-            other => return Err(Error::corrupt(format!("tz name flag {other} is not 0 or 1"))),
+            other => {
+                return Err(Error::corrupt(format!(
+                    "tz name flag {other} is not 0 or 1"
+                )))
+            }
         };
         Ok((offset, name))
     }
@@ -225,7 +268,9 @@ impl<'a> Reader<'a> {
         }
         let ndim = self.count(1, "array ndim")?;
         if ndim > 64 {
-            return Err(Error::corrupt(format!("array has {ndim} dimensions; numpy allows at most 64")));
+            return Err(Error::corrupt(format!(
+                "array has {ndim} dimensions; numpy allows at most 64"
+            )));
         }
         let mut shape = Vec::with_capacity(ndim);
         for _ in 0..ndim {
@@ -251,7 +296,11 @@ impl<'a> Reader<'a> {
         let data = match self.u8("pickle data location")? {
             0 => PickleDataRef::Inline(self.byte_string("a pickle stream")?),
             1 => PickleDataRef::Frame(self.index("a pickle frame index")?),
-            other => return Err(Error::corrupt(format!("unknown pickle data location {other}"))),
+            other => {
+                return Err(Error::corrupt(format!(
+                    "unknown pickle data location {other}"
+                )))
+            }
         };
         let buffers = self.frame_list()?;
         let n = self.count(1, "pickle externals")?;
@@ -259,7 +308,12 @@ impl<'a> Reader<'a> {
         for _ in 0..n {
             externals.push(self.byte_string("a pickle external")?);
         }
-        Ok(PickleNode { cloudpickle, data, buffers, externals })
+        Ok(PickleNode {
+            cloudpickle,
+            data,
+            buffers,
+            externals,
+        })
     }
 }
 

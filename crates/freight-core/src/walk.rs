@@ -32,7 +32,12 @@ struct Walker {
 
 /// Walks a whole tree. `frame_count` and `tag_count` bound the indices nodes may use.
 pub fn walk_tree(tree: &[u8], frame_count: u32, tag_count: u32) -> Result<TreeSummary> {
-    let mut walker = Walker { summary: TreeSummary::default(), memo_slots: 0, frame_count, tag_count };
+    let mut walker = Walker {
+        summary: TreeSummary::default(),
+        memo_slots: 0,
+        frame_count,
+        tag_count,
+    };
     let mut r = Reader::new(tree);
     walker.node(&mut r, 0)?;
     r.expect_end("root node")?;
@@ -52,7 +57,9 @@ impl Walker {
 
     fn node(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<()> {
         if depth > WALK_DEPTH_LIMIT {
-            return Err(Error::TooDeep { limit: WALK_DEPTH_LIMIT });
+            return Err(Error::TooDeep {
+                limit: WALK_DEPTH_LIMIT,
+            });
         }
         let tag = r.tag()?;
         self.summary.nodes += 1;
@@ -65,7 +72,10 @@ impl Walker {
                 let at = r.position();
                 let next = r.clone().tag()?;
                 if !next.memoizable() {
-                    return Err(Error::corrupt(format!("memo marker before a {} node at offset {at}", next.name())));
+                    return Err(Error::corrupt(format!(
+                        "memo marker before a {} node at offset {at}",
+                        next.name()
+                    )));
                 }
                 self.summary.nodes -= 1;
                 return self.node(r, depth);
@@ -74,7 +84,12 @@ impl Walker {
             Tag::Int => {
                 r.uvarint("an int")?;
             }
-            Tag::BigInt | Tag::Str | Tag::StrSurrogates | Tag::Bytes | Tag::ByteArray | Tag::Decimal => {
+            Tag::BigInt
+            | Tag::Str
+            | Tag::StrSurrogates
+            | Tag::Bytes
+            | Tag::ByteArray
+            | Tag::Decimal => {
                 r.byte_string(tag.name())?;
             }
             Tag::TzZoneInfo => {

@@ -31,11 +31,15 @@ pub struct TreeWriter {
 
 impl TreeWriter {
     pub fn new() -> Self {
-        Self { buf: Vec::with_capacity(64) }
+        Self {
+            buf: Vec::with_capacity(64),
+        }
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { buf: Vec::with_capacity(capacity) }
+        Self {
+            buf: Vec::with_capacity(capacity),
+        }
     }
 
     #[inline]
@@ -124,7 +128,10 @@ impl TreeWriter {
 
     /// FrameBytes, FrameByteArray or FrameStr: a tag and a frame index.
     pub fn frame_ref(&mut self, tag: Tag, frame: u32) {
-        debug_assert!(matches!(tag, Tag::FrameBytes | Tag::FrameByteArray | Tag::FrameStr));
+        debug_assert!(matches!(
+            tag,
+            Tag::FrameBytes | Tag::FrameByteArray | Tag::FrameStr
+        ));
         self.tag(tag);
         self.uvarint(frame as u64);
     }
@@ -132,7 +139,10 @@ impl TreeWriter {
     /// List, Tuple, Dict, Set or FrozenSet of `n` items (pairs for Dict); the items follow.
     #[inline]
     pub fn container(&mut self, tag: Tag, n: usize) {
-        debug_assert!(matches!(tag, Tag::List | Tag::Tuple | Tag::Dict | Tag::Set | Tag::FrozenSet));
+        debug_assert!(matches!(
+            tag,
+            Tag::List | Tag::Tuple | Tag::Dict | Tag::Set | Tag::FrozenSet
+        ));
         self.tag(tag);
         self.uvarint(n as u64);
     }
@@ -247,7 +257,13 @@ impl TreeWriter {
     }
 
     /// A whole pickle node. `externals` are subtrees written by their own `TreeWriter`.
-    pub fn pickle(&mut self, cloudpickle: bool, data: PickleData<'_>, buffers: &[u32], externals: &[Vec<u8>]) {
+    pub fn pickle(
+        &mut self,
+        cloudpickle: bool,
+        data: PickleData<'_>,
+        buffers: &[u32],
+        externals: &[Vec<u8>],
+    ) {
         self.tag(Tag::Pickle);
         self.buf.push(cloudpickle as u8);
         match data {

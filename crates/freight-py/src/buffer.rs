@@ -30,7 +30,9 @@ impl RawBuffer {
         if rc != 0 {
             return Err(PyErr::fetch(obj.py()));
         }
-        Ok(Self { view: unsafe { view.assume_init() } })
+        Ok(Self {
+            view: unsafe { view.assume_init() },
+        })
     }
 
     /// A read-only, C-contiguous byte view of any buffer-protocol object.
@@ -71,7 +73,10 @@ impl RawBuffer {
             return vec![self.len() as u64];
         }
         // SAFETY: an export with PyBUF_ND fills `ndim` entries of `shape`.
-        unsafe { std::slice::from_raw_parts(self.view.shape, self.ndim()) }.iter().map(|&d| d as u64).collect()
+        unsafe { std::slice::from_raw_parts(self.view.shape, self.ndim()) }
+            .iter()
+            .map(|&d| d as u64)
+            .collect()
     }
 
     pub fn is_contiguous(&self, order: u8) -> bool {
@@ -129,7 +134,12 @@ pub struct FrameBuffer {
 
 impl FrameBuffer {
     pub fn new(owner: Owner, ptr: *const u8, len: usize, readonly: bool) -> Self {
-        Self { owner, ptr: ptr as usize, len, readonly }
+        Self {
+            owner,
+            ptr: ptr as usize,
+            len,
+            readonly,
+        }
     }
 
     pub fn as_slice(&self) -> &[u8] {
@@ -147,7 +157,11 @@ impl FrameBuffer {
 
 #[pymethods]
 impl FrameBuffer {
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
         let this = slf.get();
         if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE && this.readonly {
             return Err(PyBufferError::new_err("this freight frame is read-only"));
@@ -175,7 +189,11 @@ impl FrameBuffer {
     }
 
     fn __repr__(&self) -> String {
-        format!("<freight frame of {} bytes{}>", self.len, if self.readonly { ", read-only" } else { "" })
+        format!(
+            "<freight frame of {} bytes{}>",
+            self.len,
+            if self.readonly { ", read-only" } else { "" }
+        )
     }
 }
 

@@ -36,8 +36,17 @@ impl Encoded {
         EnvelopeSpec {
             needs_pickle: self.state.needs_pickle,
             tags: self.state.tags.iter().map(String::as_str).collect(),
-            versions: self.versions.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect(),
-            frame_lens: self.state.frames.iter().map(|f| f.as_slice().len() as u64).collect(),
+            versions: self
+                .versions
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+            frame_lens: self
+                .state
+                .frames
+                .iter()
+                .map(|f| f.as_slice().len() as u64)
+                .collect(),
             checksums,
             tree: &self.tree,
         }
@@ -51,7 +60,10 @@ fn python_version(py: Python<'_>) -> String {
 
 impl Codec {
     fn dispatch<'py>(&self, py: Python<'py>) -> Dispatch<'py> {
-        Dispatch { types: self.types.bind(py).clone(), predicates: self.predicates.bind(py).clone() }
+        Dispatch {
+            types: self.types.bind(py).clone(),
+            predicates: self.predicates.bind(py).clone(),
+        }
     }
 
     fn encode(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Encoded> {
@@ -66,19 +78,37 @@ impl Codec {
             }
         };
         if let Some(tree) = native {
-            return Ok(Encoded { tree, state, versions: Vec::new() });
+            return Ok(Encoded {
+                tree,
+                state,
+                versions: Vec::new(),
+            });
         }
-        self.encode_pickled(py, obj)
+        self.encode_pickled(py, obj, std::mem::take(&mut state.ext_cache))
     }
 
     /// The whole payload through one (cloud)pickler; arrays and registered types inside still
     /// become freight nodes and frames (see pickle_bridge.rs).
     #[inline(never)]
-    fn encode_pickled(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Encoded> {
-        let sink = Bound::new(py, PickleSink::new(self.types.clone_ref(py), self.predicates.clone_ref(py)))?;
+    fn encode_pickled(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        ext_cache: crate::memo::PtrMap<(Py<PyAny>, Py<PyAny>)>,
+    ) -> PyResult<Encoded> {
+        let sink = Bound::new(
+            py,
+            PickleSink::new(
+                self.types.clone_ref(py),
+                self.predicates.clone_ref(py),
+                ext_cache,
+            ),
+        )?;
         let module = crate::types::pickle_bridge(py)?;
         let cloud_first = crate::pickle_bridge::by_reference_fails(py, obj)?.is_some();
-        let out = module.getattr(pyo3::intern!(py, "dump"))?.call1((obj, &sink, cloud_first))?;
+        let out = module
+            .getattr(pyo3::intern!(py, "dump"))?
+            .call1((obj, &sink, cloud_first))?;
         let out = out.cast::<PyTuple>()?;
         let data = out.get_item(0)?.cast_into::<PyBytes>()?;
         let cloud: bool = out.get_item(1)?.extract()?;
@@ -93,18 +123,33 @@ impl Codec {
         let bytes = data.as_bytes();
         if bytes.len() >= FRAME_MIN {
             let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
-            let index = state.add_frame(FrameSource::Object { obj: data.clone().into_any().unbind(), ptr, len }).map_err(|e| match e {
-                EncodeError::Py(err) => err,
-                EncodeError::Unsupported => SerializationError::new_err("too many frames"),
-            })?;
+            let index = state
+                .add_frame(FrameSource::Object {
+                    obj: data.clone().into_any().unbind(),
+                    ptr,
+                    len,
+                })
+                .map_err(|e| match e {
+                    EncodeError::Py(err) => err,
+                    EncodeError::Unsupported => SerializationError::new_err("too many frames"),
+                })?;
             w.pickle(cloud, PickleData::Frame(index), &buffers, &externals);
         } else {
             w.pickle(cloud, PickleData::Inline(bytes), &buffers, &externals);
         }
-        Ok(Encoded { tree: w.into_bytes(), state, versions })
+        Ok(Encoded {
+            tree: w.into_bytes(),
+            state,
+            versions,
+        })
     }
 
-    fn options(&self, allow_pickle: Option<bool>, zero_copy: Option<bool>, verify: Option<bool>) -> Options {
+    fn options(
+        &self,
+        allow_pickle: Option<bool>,
+        zero_copy: Option<bool>,
+        verify: Option<bool>,
+    ) -> Options {
         let zero_copy = zero_copy.unwrap_or(self.zero_copy);
         Options {
             allow_pickle: allow_pickle.unwrap_or(self.allow_pickle),
@@ -138,19 +183,40 @@ impl Codec {
         verify: Option<bool>,
         checksum: bool,
     ) -> PyResult<Self> {
-        let predicates = registry.getattr("_predicate_view")?.cast_into::<PyList>()?.unbind();
-        Ok(Self { types: types.unbind(), predicates, registry: registry.unbind(), allow_pickle, zero_copy, verify, checksum })
+        let predicates = registry
+            .getattr("_predicate_view")?
+            .cast_into::<PyList>()?
+            .unbind();
+        Ok(Self {
+            types: types.unbind(),
+            predicates,
+            registry: registry.unbind(),
+            allow_pickle,
+            zero_copy,
+            verify,
+            checksum,
+        })
     }
 
     /// Serializes `obj` to one `bytes` object (each frame copied exactly once).
     #[pyo3(signature = (obj, /, *, checksum=None))]
-    fn dumps<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>, checksum: Option<bool>) -> PyResult<Bound<'py, PyBytes>> {
+    fn dumps<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+        checksum: Option<bool>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let encoded = self.encode(py, obj)?;
         let spec = encoded.spec(checksum.unwrap_or(self.checksum));
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
         let (bytes, out) = uninit_bytes(py, total)?;
-        let frames: Vec<&[u8]> = encoded.state.frames.iter().map(FrameSource::as_slice).collect();
+        let frames: Vec<&[u8]> = encoded
+            .state
+            .frames
+            .iter()
+            .map(FrameSource::as_slice)
+            .collect();
         let frame_bytes: usize = frames.iter().map(|f| f.len()).sum();
         let out = SendPtr(out as *mut [u8]);
         let frames_ptr = SendPtr(&frames as *const Vec<&[u8]> as *mut Vec<&[u8]>);
@@ -158,7 +224,8 @@ impl Codec {
         maybe_detach(py, frame_bytes, move || {
             // SAFETY: `out` is the fresh bytes object's buffer, exclusively ours until returned;
             // the frame sources are kept alive (and pinned by their exports) by `encoded`.
-            let (out, frames, writer) = unsafe { (&mut *out.get(), &*frames_ptr.get(), &mut *writer_ptr.get()) };
+            let (out, frames, writer) =
+                unsafe { (&mut *out.get(), &*frames_ptr.get(), &mut *writer_ptr.get()) };
             writer.write_contiguous(out, frames)
         })
         .map_err(|e| SerializationError::new_err(e.to_string()))?;
@@ -168,7 +235,12 @@ impl Codec {
     /// Serializes `obj` to a list of buffers: the header, then each frame as a zero-copy view of
     /// the original memory. No checksums by default (computing them reads every byte).
     #[pyo3(signature = (obj, /, *, checksum=false))]
-    fn dumps_frames<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>, checksum: bool) -> PyResult<Bound<'py, PyList>> {
+    fn dumps_frames<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+        checksum: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
         let encoded = self.encode(py, obj)?;
         let spec = encoded.spec(checksum);
         let mut writer = EnvelopeWriter::new(&spec);
@@ -183,7 +255,10 @@ impl Codec {
         out.append(PyBytes::new(py, writer.finish()))?;
         for frame in &encoded.state.frames {
             let data = frame.as_slice();
-            out.append(frame_memoryview(py, FrameBuffer::new(frame.owner(py), data.as_ptr(), data.len(), true))?)?;
+            out.append(frame_memoryview(
+                py,
+                FrameBuffer::new(frame.owner(py), data.as_ptr(), data.len(), true),
+            )?)?;
         }
         Ok(out)
     }
@@ -198,7 +273,12 @@ impl Codec {
         zero_copy: Option<bool>,
         verify: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ctx = DecodeCtx::contiguous(py, data, self.registry.bind(py), self.options(allow_pickle, zero_copy, verify))?;
+        let ctx = DecodeCtx::contiguous(
+            py,
+            data,
+            self.registry.bind(py),
+            self.options(allow_pickle, zero_copy, verify),
+        )?;
         decode(py, ctx)
     }
 
@@ -216,7 +296,12 @@ impl Codec {
             Ok(list) => list.clone(),
             Err(_) => PyList::new(py, frames.try_iter()?.collect::<PyResult<Vec<_>>>()?)?,
         };
-        let ctx = DecodeCtx::from_frames(py, &list, self.registry.bind(py), self.options(allow_pickle, zero_copy, verify))?;
+        let ctx = DecodeCtx::from_frames(
+            py,
+            &list,
+            self.registry.bind(py),
+            self.options(allow_pickle, zero_copy, verify),
+        )?;
         decode(py, ctx)
     }
 }

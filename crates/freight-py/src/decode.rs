@@ -55,7 +55,12 @@ pub struct DecodeCtx {
     pub opts: Options,
 }
 
-fn check_allowed(py: Python<'_>, header: &Header<'_>, registry: &Bound<'_, PyAny>, opts: &Options) -> PyResult<Vec<Py<PyAny>>> {
+fn check_allowed(
+    py: Python<'_>,
+    header: &Header<'_>,
+    registry: &Bound<'_, PyAny>,
+    opts: &Options,
+) -> PyResult<Vec<Py<PyAny>>> {
     if header.needs_pickle() && !opts.allow_pickle {
         return Err(UnsafePayloadError::new_err(
             "the payload needs pickle to load (it holds objects freight encodes with pickle, or a serializer \
@@ -66,7 +71,11 @@ fn check_allowed(py: Python<'_>, header: &Header<'_>, registry: &Bound<'_, PyAny
     let mut entries = Vec::with_capacity(header.tags.len());
     for tag in &header.tags {
         let entry = registry.call_method1(pyo3::intern!(py, "by_tag"), (*tag,))?;
-        if !opts.allow_pickle && !entry.getattr(pyo3::intern!(py, "safe"))?.extract::<bool>()? {
+        if !opts.allow_pickle
+            && !entry
+                .getattr(pyo3::intern!(py, "safe"))?
+                .extract::<bool>()?
+        {
             return Err(UnsafePayloadError::new_err(format!(
                 "the payload uses serializer {tag:?}, which is marked unsafe (its decoding can run arbitrary code), \
                  and allow_pickle=False refuses that"
@@ -81,14 +90,26 @@ fn producer(header: &Header<'_>) -> Option<String> {
     if header.versions.is_empty() {
         return None;
     }
-    Some(header.versions.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "))
+    Some(
+        header
+            .versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
 }
 
 /// Exports the input: `bytes` read-only (cheap), anything else writable when it can be.
 pub fn export_input(obj: &Bound<'_, PyAny>) -> PyResult<RawBuffer> {
-    let result = if obj.is_exact_instance_of::<PyBytes>() { RawBuffer::simple(obj) } else { RawBuffer::prefer_writable(obj) };
+    let result = if obj.is_exact_instance_of::<PyBytes>() {
+        RawBuffer::simple(obj)
+    } else {
+        RawBuffer::prefer_writable(obj)
+    };
     result.map_err(|err| {
-        let new = DeserializationError::new_err(format!(
+        let new =
+            DeserializationError::new_err(format!(
             "freight can only load from a buffer (bytes, bytearray, memoryview, mmap, ...), not {}",
             obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
         ));
@@ -99,7 +120,12 @@ pub fn export_input(obj: &Bound<'_, PyAny>) -> PyResult<RawBuffer> {
 
 impl DecodeCtx {
     /// A payload in one buffer (`dumps` output).
-    pub fn contiguous(py: Python<'_>, data: &Bound<'_, PyAny>, registry: &Bound<'_, PyAny>, opts: Options) -> PyResult<Self> {
+    pub fn contiguous(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        registry: &Bound<'_, PyAny>,
+        opts: Options,
+    ) -> PyResult<Self> {
         let input = Arc::new(export_input(data)?);
         let buf = input.as_slice();
         let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
@@ -129,9 +155,16 @@ impl DecodeCtx {
     }
 
     /// A payload as a list of buffers (`dumps_frames` output): header first, then each frame.
-    pub fn from_frames(py: Python<'_>, parts: &Bound<'_, PyList>, registry: &Bound<'_, PyAny>, opts: Options) -> PyResult<Self> {
+    pub fn from_frames(
+        py: Python<'_>,
+        parts: &Bound<'_, PyList>,
+        registry: &Bound<'_, PyAny>,
+        opts: Options,
+    ) -> PyResult<Self> {
         if parts.is_empty() {
-            return Err(DeserializationError::new_err("loads_frames needs at least one buffer (the header)"));
+            return Err(DeserializationError::new_err(
+                "loads_frames needs at least one buffer (the header)",
+            ));
         }
         let head = Arc::new(export_input(&parts.get_item(0)?)?);
         let buf = head.as_slice();
@@ -162,7 +195,13 @@ impl DecodeCtx {
                 )));
             }
             let len = owner.len();
-            frames.push(FrameSlot { owner, offset: 0, len, checksum: info.checksum, verified: Cell::new(false) });
+            frames.push(FrameSlot {
+                owner,
+                offset: 0,
+                len,
+                checksum: info.checksum,
+                verified: Cell::new(false),
+            });
         }
         let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
         Ok(Self {
@@ -195,7 +234,11 @@ impl DecodeCtx {
                 let data = slot.bytes();
                 let computed = maybe_detach(py, data.len(), || checksum::hash(data));
                 if computed != stored {
-                    return Err(decode_error(freight_core::Error::Checksum { what: format!("frame {index}"), stored, computed }));
+                    return Err(decode_error(freight_core::Error::Checksum {
+                        what: format!("frame {index}"),
+                        stored,
+                        computed,
+                    }));
                 }
             }
         }
@@ -216,12 +259,25 @@ impl DecodeCtx {
     }
 
     /// A memoryview of a frame (verified), writable when the input is and zero_copy is off.
-    pub fn frame_view<'py>(&self, py: Python<'py>, index: u32, want_writable: bool) -> PyResult<Bound<'py, PyAny>> {
+    pub fn frame_view<'py>(
+        &self,
+        py: Python<'py>,
+        index: u32,
+        want_writable: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let slot = self.slot(index)?;
         self.verify_slot(py, index, slot)?;
         let writable = want_writable && self.writable(slot);
         let data = slot.bytes();
-        frame_memoryview(py, FrameBuffer::new(Owner::Buffer(slot.owner.clone()), data.as_ptr(), data.len(), !writable))
+        frame_memoryview(
+            py,
+            FrameBuffer::new(
+                Owner::Buffer(slot.owner.clone()),
+                data.as_ptr(),
+                data.len(),
+                !writable,
+            ),
+        )
     }
 
     /// Copies a frame into `dst`, verifying its checksum on the way (one pass over the bytes).
@@ -239,7 +295,11 @@ impl DecodeCtx {
         });
         if let (Some(computed), Some(stored)) = (computed, slot.checksum) {
             if computed != stored {
-                return Err(decode_error(freight_core::Error::Checksum { what: format!("frame {index}"), stored, computed }));
+                return Err(decode_error(freight_core::Error::Checksum {
+                    what: format!("frame {index}"),
+                    stored,
+                    computed,
+                }));
             }
         }
         slot.verified.set(true);
@@ -269,7 +329,12 @@ fn corrupt(msg: impl Into<String>) -> PyErr {
 
 impl<'c, 'py> TreeDecoder<'c, 'py> {
     pub fn new(py: Python<'py>, ctx: &'c Rc<DecodeCtx>) -> Self {
-        Self { py, ctx, memo: Vec::new(), depth: 0 }
+        Self {
+            py,
+            ctx,
+            memo: Vec::new(),
+            depth: 0,
+        }
     }
 
     /// Decodes a whole tree: exactly one root node and nothing after it.
@@ -284,7 +349,9 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PyResult<T>) -> PyResult<T> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(decode_error(freight_core::Error::TooDeep { limit: MAX_DEPTH }));
+            return Err(decode_error(freight_core::Error::TooDeep {
+                limit: MAX_DEPTH,
+            }));
         }
         let out = stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || f(self));
         self.depth -= 1;
@@ -302,7 +369,11 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         unsafe {
             Bound::from_owned_ptr_or_err(
                 self.py,
-                ffi::PyUnicode_DecodeUTF8(data.as_ptr().cast(), data.len() as ffi::Py_ssize_t, errors.as_ptr()),
+                ffi::PyUnicode_DecodeUTF8(
+                    data.as_ptr().cast(),
+                    data.len() as ffi::Py_ssize_t,
+                    errors.as_ptr(),
+                ),
             )
         }
         .map_err(|e| wrap_decode(self.py, e, "a string"))
@@ -332,7 +403,10 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 let slot = self.memo.len();
                 let next = r.clone().tag().map_err(decode_error)?;
                 if !next.memoizable() {
-                    return Err(corrupt(format!("memo marker before a {} node", next.name())));
+                    return Err(corrupt(format!(
+                        "memo marker before a {} node",
+                        next.name()
+                    )));
                 }
                 self.memo.push(None);
                 let obj = self.node(r, Some(slot))?;
@@ -343,7 +417,11 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 let index = r.uvarint("a memo slot").map_err(decode_error)? as usize;
                 match self.memo.get(index) {
                     Some(Some(obj)) => obj.clone(),
-                    _ => return Err(corrupt(format!("reference to memo slot {index}, which is not filled"))),
+                    _ => {
+                        return Err(corrupt(format!(
+                            "reference to memo slot {index}, which is not filled"
+                        )))
+                    }
                 }
             }
             Tag::List => {
@@ -363,16 +441,24 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         Ok(obj)
     }
 
-    fn list(&mut self, r: &mut Reader<'_>, n: usize, slot: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    fn list(
+        &mut self,
+        r: &mut Reader<'_>,
+        n: usize,
+        slot: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         if slot.is_none() {
             // Nobody can see this list before it is complete: fill it in place.
             // SAFETY: PyList_New(n) has n NULL slots; each is set exactly once below, and on an
             // early error the list is dropped (list dealloc tolerates NULL slots).
-            let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))? };
+            let list =
+                unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))? };
             for i in 0..n {
                 let item = self.node(r, None)?;
-                unsafe { ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr()) };
+                unsafe {
+                    ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr())
+                };
             }
             return Ok(list);
         }
@@ -389,7 +475,8 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     fn tuple(&mut self, r: &mut Reader<'_>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         // SAFETY: as for lists; a tuple is only visible once complete.
-        let tuple = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(n as ffi::Py_ssize_t))? };
+        let tuple =
+            unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(n as ffi::Py_ssize_t))? };
         for i in 0..n {
             let item = self.node(r, None)?;
             unsafe { ffi::PyTuple_SET_ITEM(tuple.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr()) };
@@ -397,7 +484,12 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         Ok(tuple)
     }
 
-    fn dict(&mut self, r: &mut Reader<'_>, n: usize, slot: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    fn dict(
+        &mut self,
+        r: &mut Reader<'_>,
+        n: usize,
+        slot: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let dict = PyDict::new(self.py);
         self.fill(slot, dict.as_any());
         for _ in 0..n {
@@ -412,7 +504,12 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     }
 
     #[inline(never)]
-    fn node_other(&mut self, r: &mut Reader<'_>, tag: Tag, slot: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+    fn node_other(
+        &mut self,
+        r: &mut Reader<'_>,
+        tag: Tag,
+        slot: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let e = decode_error;
         let obj = match tag {
@@ -421,7 +518,11 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 let int_type = py.get_type::<pyo3::types::PyInt>();
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("signed", true)?;
-                int_type.call_method("from_bytes", (PyBytes::new(py, data), "little"), Some(&kwargs))?
+                int_type.call_method(
+                    "from_bytes",
+                    (PyBytes::new(py, data), "little"),
+                    Some(&kwargs),
+                )?
             }
             Tag::Complex => {
                 let re = r.f64_le("a complex").map_err(e)?;
@@ -433,7 +534,9 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 self.utf8(data, c"surrogatepass")?
             }
             Tag::Bytes => PyBytes::new(py, r.byte_string("bytes").map_err(e)?).into_any(),
-            Tag::ByteArray => PyByteArray::new(py, r.byte_string("a bytearray").map_err(e)?).into_any(),
+            Tag::ByteArray => {
+                PyByteArray::new(py, r.byte_string("a bytearray").map_err(e)?).into_any()
+            }
             Tag::FrameBytes => {
                 let index = r.index("a frame index").map_err(e)?;
                 let ctx = self.ctx.clone();
@@ -460,7 +563,8 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 self.nested(|this| {
                     for _ in 0..n {
                         let item = this.node(r, None)?;
-                        set.add(item).map_err(|err| wrap_decode(py, err, "a set item"))?;
+                        set.add(item)
+                            .map_err(|err| wrap_decode(py, err, "a set item"))?;
                     }
                     Ok(())
                 })?;
@@ -468,8 +572,14 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             }
             Tag::FrozenSet => {
                 let n = r.count(1, "a frozenset").map_err(e)?;
-                let items = self.nested(|this| (0..n).map(|_| this.node(r, None)).collect::<PyResult<Vec<_>>>())?;
-                PyFrozenSet::new(py, items.iter()).map_err(|err| wrap_decode(py, err, "a frozenset item"))?.into_any()
+                let items = self.nested(|this| {
+                    (0..n)
+                        .map(|_| this.node(r, None))
+                        .collect::<PyResult<Vec<_>>>()
+                })?;
+                PyFrozenSet::new(py, items.iter())
+                    .map_err(|err| wrap_decode(py, err, "a frozenset item"))?
+                    .into_any()
             }
             Tag::DateTime => {
                 let f = r.datetime().map_err(e)?;
@@ -480,12 +590,27 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 kwargs.set_item("fold", f.fold)?;
                 std.datetime
                     .bind(py)
-                    .call((f.year, f.month, f.day, f.hour, f.minute, f.second, f.microsecond), Some(&kwargs))
+                    .call(
+                        (
+                            f.year,
+                            f.month,
+                            f.day,
+                            f.hour,
+                            f.minute,
+                            f.second,
+                            f.microsecond,
+                        ),
+                        Some(&kwargs),
+                    )
                     .map_err(|err| wrap_decode(py, err, "a datetime"))?
             }
             Tag::Date => {
                 let f = r.date().map_err(e)?;
-                std_types(py)?.date.bind(py).call1((f.year, f.month, f.day)).map_err(|err| wrap_decode(py, err, "a date"))?
+                std_types(py)?
+                    .date
+                    .bind(py)
+                    .call1((f.year, f.month, f.day))
+                    .map_err(|err| wrap_decode(py, err, "a date"))?
             }
             Tag::Time => {
                 let f = r.time().map_err(e)?;
@@ -509,8 +634,13 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             }
             Tag::Decimal => {
                 let text = r.byte_string("a Decimal").map_err(e)?;
-                let text = std::str::from_utf8(text).map_err(|_| corrupt("a Decimal is not ASCII"))?;
-                std_types(py)?.decimal.bind(py).call1((text,)).map_err(|err| wrap_decode(py, err, "a Decimal"))?
+                let text =
+                    std::str::from_utf8(text).map_err(|_| corrupt("a Decimal is not ASCII"))?;
+                std_types(py)?
+                    .decimal
+                    .bind(py)
+                    .call1((text,))
+                    .map_err(|err| wrap_decode(py, err, "a Decimal"))?
             }
             Tag::Uuid => {
                 let (bytes, safe) = r.uuid().map_err(e)?;
@@ -528,15 +658,31 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             Tag::Path => {
                 let (flavour, text) = r.path().map_err(e)?;
                 let text = self.utf8(text, c"surrogatepass")?;
-                std_types(py)?.paths[flavour as usize].bind(py).call1((text,)).map_err(|err| wrap_decode(py, err, "a path"))?
+                std_types(py)?.paths[flavour as usize]
+                    .bind(py)
+                    .call1((text,))
+                    .map_err(|err| wrap_decode(py, err, "a path"))?
             }
             Tag::NdArray => self.nested(|this| this.ndarray(r))?,
             Tag::Ext => self.nested(|this| this.ext(r))?,
             Tag::Pickle => self.nested(|this| this.pickle(r))?,
             Tag::TzNone | Tag::TzUtc | Tag::TzFixed | Tag::TzZoneInfo => {
-                return Err(corrupt(format!("a {} node outside a datetime or time", tag.name())))
+                return Err(corrupt(format!(
+                    "a {} node outside a datetime or time",
+                    tag.name()
+                )))
             }
-            Tag::None_ | Tag::True | Tag::False | Tag::Int | Tag::Float | Tag::Str | Tag::Memo | Tag::Ref | Tag::List | Tag::Dict | Tag::Tuple => {
+            Tag::None_
+            | Tag::True
+            | Tag::False
+            | Tag::Int
+            | Tag::Float
+            | Tag::Str
+            | Tag::Memo
+            | Tag::Ref
+            | Tag::List
+            | Tag::Dict
+            | Tag::Tuple => {
                 unreachable!("handled in node()")
             }
         };
@@ -552,22 +698,42 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             Tag::TzUtc => Some(std.utc.bind(py).clone()),
             Tag::TzFixed => {
                 let (offset_us, name) = r.tz_fixed().map_err(decode_error)?;
-                let delta = std.timedelta.bind(py).call1((0, 0, offset_us)).map_err(|err| wrap_decode(py, err, "a tz offset"))?;
+                let delta = std
+                    .timedelta
+                    .bind(py)
+                    .call1((0, 0, offset_us))
+                    .map_err(|err| wrap_decode(py, err, "a tz offset"))?;
                 let tz = match name {
-                    Some(name) => std.timezone.bind(py).call1((delta, self.utf8(name, c"surrogatepass")?)),
+                    Some(name) => std
+                        .timezone
+                        .bind(py)
+                        .call1((delta, self.utf8(name, c"surrogatepass")?)),
                     None => std.timezone.bind(py).call1((delta,)),
                 };
                 Some(tz.map_err(|err| wrap_decode(py, err, "a timezone"))?)
             }
             Tag::TzZoneInfo => {
                 let key = r.byte_string("a zoneinfo key").map_err(decode_error)?;
-                let key = std::str::from_utf8(key).map_err(|_| corrupt("a zoneinfo key is not UTF-8"))?;
+                let key =
+                    std::str::from_utf8(key).map_err(|_| corrupt("a zoneinfo key is not UTF-8"))?;
                 let zoneinfo = std.zoneinfo.as_ref().ok_or_else(|| {
-                    crate::errors::MissingDependencyError::new_err("the payload holds a zoneinfo timezone but zoneinfo is unavailable")
+                    crate::errors::MissingDependencyError::new_err(
+                        "the payload holds a zoneinfo timezone but zoneinfo is unavailable",
+                    )
                 })?;
-                Some(zoneinfo.bind(py).call1((key,)).map_err(|err| wrap_decode(py, err, "a zoneinfo timezone"))?)
+                Some(
+                    zoneinfo
+                        .bind(py)
+                        .call1((key,))
+                        .map_err(|err| wrap_decode(py, err, "a zoneinfo timezone"))?,
+                )
             }
-            other => return Err(corrupt(format!("a {} node where a tzinfo belongs", other.name()))),
+            other => {
+                return Err(corrupt(format!(
+                    "a {} node where a tzinfo belongs",
+                    other.name()
+                )))
+            }
         })
     }
 
@@ -575,7 +741,8 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         let py = self.py;
         let wire = self.node(r, None)?;
         let (flags, shape, frame) = r.ndarray_tail().map_err(decode_error)?;
-        let spec = crate::numpy::array_spec(py, &wire, flags, &shape).map_err(|err| wrap_decode(py, err, "a numpy dtype"))?;
+        let spec = crate::numpy::array_spec(py, &wire, flags, &shape)
+            .map_err(|err| wrap_decode(py, err, "a numpy dtype"))?;
         let ctx = self.ctx.clone();
         let slot = ctx.slot(frame)?;
         if spec.nbytes != slot.len as u64 {
@@ -588,9 +755,11 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         if view_ok {
             let writeable = spec.writeable && ctx.writable(slot);
             let buffer = ctx.frame_view(py, frame, writeable)?;
-            return crate::numpy::view(py, &spec, &buffer, writeable).map_err(|err| wrap_decode(py, err, "a numpy array"));
+            return crate::numpy::view(py, &spec, &buffer, writeable)
+                .map_err(|err| wrap_decode(py, err, "a numpy array"));
         }
-        let arr = crate::numpy::empty(py, &spec).map_err(|err| wrap_decode(py, err, "a numpy array"))?;
+        let arr =
+            crate::numpy::empty(py, &spec).map_err(|err| wrap_decode(py, err, "a numpy array"))?;
         let dst = RawBuffer::get(&arr, ffi::PyBUF_WRITABLE | ffi::PyBUF_ANY_CONTIGUOUS)?;
         // SAFETY: a fresh array nobody else references; the export is writable and contiguous.
         ctx.copy_frame(py, frame, unsafe { dst.as_mut_slice() })?;
@@ -605,7 +774,12 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         let entry = ctx
             .entries
             .get(tag_index)
-            .ok_or_else(|| corrupt(format!("a node uses tag {tag_index} but the payload lists {}", ctx.entries.len())))?
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "a node uses tag {tag_index} but the payload lists {}",
+                    ctx.entries.len()
+                ))
+            })?
             .bind(py)
             .clone();
         let meta = self.node(r, None)?;
@@ -614,10 +788,15 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         for index in frames {
             views.append(ctx.frame_view(py, index, true)?)?;
         }
-        entry.call_method1(pyo3::intern!(py, "decode"), (meta, views)).map_err(|err| {
-            let tag = entry.getattr("tag").map(|t| t.to_string()).unwrap_or_default();
-            wrap_decode(py, err, &format!("an object with serializer {tag:?}"))
-        })
+        entry
+            .call_method1(pyo3::intern!(py, "decode"), (meta, views))
+            .map_err(|err| {
+                let tag = entry
+                    .getattr("tag")
+                    .map(|t| t.to_string())
+                    .unwrap_or_default();
+                wrap_decode(py, err, &format!("an object with serializer {tag:?}"))
+            })
     }
 
     fn pickle(&mut self, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyAny>> {
@@ -649,19 +828,35 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         }
         let tree = ctx.tree();
         let base = tree.as_ptr() as usize;
-        let externals = node.externals.iter().map(|ext| (ext.as_ptr() as usize - base, ext.len())).collect();
+        let externals = node
+            .externals
+            .iter()
+            .map(|ext| (ext.as_ptr() as usize - base, ext.len()))
+            .collect();
         let source = Bound::new(py, PickleSource::new(ctx.clone(), externals))?;
         let module = crate::types::pickle_bridge(py)?;
-        let out = module.getattr(pyo3::intern!(py, "load"))?.call1((data, buffers, &source, ctx.producer.as_deref()));
+        let out = module.getattr(pyo3::intern!(py, "load"))?.call1((
+            data,
+            buffers,
+            &source,
+            ctx.producer.as_deref(),
+        ));
         source.borrow().close();
         out
     }
 }
 
 /// Decodes a pickle external: a subtree with its own memo (called back from pickle).
-pub fn decode_external<'py>(py: Python<'py>, ctx: &Rc<DecodeCtx>, offset: usize, len: usize) -> PyResult<Bound<'py, PyAny>> {
+pub fn decode_external<'py>(
+    py: Python<'py>,
+    ctx: &Rc<DecodeCtx>,
+    offset: usize,
+    len: usize,
+) -> PyResult<Bound<'py, PyAny>> {
     let tree = ctx.tree();
-    let data = tree.get(offset..offset + len).ok_or_else(|| corrupt("a pickle external lies outside the tree"))?;
+    let data = tree
+        .get(offset..offset + len)
+        .ok_or_else(|| corrupt("a pickle external lies outside the tree"))?;
     let mut decoder = TreeDecoder::new(py, ctx);
     decoder.root(data)
 }

@@ -26,7 +26,11 @@ pub const MAX_DEPTH: usize = 200_000;
 /// Memory a frame points at, kept alive until the payload is written.
 pub enum FrameSource {
     Buffer(Arc<RawBuffer>),
-    Object { obj: Py<PyAny>, ptr: usize, len: usize },
+    Object {
+        obj: Py<PyAny>,
+        ptr: usize,
+        len: usize,
+    },
 }
 
 impl FrameSource {
@@ -54,6 +58,9 @@ impl FrameSource {
 /// What one payload's walk produced besides the tree: frames, tags, flags.
 #[derive(Default)]
 pub struct EncodeState {
+    /// What registered serializers returned, by object: when a native attempt falls back to
+    /// pickle, the second pass reuses these instead of calling the serializer again.
+    pub ext_cache: PtrMap<(Py<PyAny>, Py<PyAny>)>,
     pub frames: Vec<FrameSource>,
     pub tags: Vec<String>,
     pub needs_pickle: bool,
@@ -111,7 +118,10 @@ impl<'py> Dispatch<'py> {
             }
         }
         for entry in self.predicates.iter() {
-            if entry.call_method1(pyo3::intern!(obj.py(), "accepts"), (obj,))?.is_truthy()? {
+            if entry
+                .call_method1(pyo3::intern!(obj.py(), "accepts"), (obj,))?
+                .is_truthy()?
+            {
                 return Ok(Some(entry));
             }
         }
@@ -174,7 +184,12 @@ fn refcnt(ptr: *mut ffi::PyObject) -> isize {
 }
 
 impl<'a, 'py> Walker<'a, 'py> {
-    pub fn new(py: Python<'py>, dispatch: &'a Dispatch<'py>, state: &'a mut EncodeState, external: bool) -> Self {
+    pub fn new(
+        py: Python<'py>,
+        dispatch: &'a Dispatch<'py>,
+        state: &'a mut EncodeState,
+        external: bool,
+    ) -> Self {
         let overrides = !dispatch.types.is_empty();
         Self {
             py,
@@ -197,7 +212,12 @@ impl<'a, 'py> Walker<'a, 'py> {
     /// Memo bookkeeping for an object about to be written. Returns true when a reference was
     /// written instead (the object was seen before).
     #[inline]
-    fn memo_seen(&mut self, ptr: *mut ffi::PyObject, shared: bool, done: bool) -> EncodeResult<bool> {
+    fn memo_seen(
+        &mut self,
+        ptr: *mut ffi::PyObject,
+        shared: bool,
+        done: bool,
+    ) -> EncodeResult<bool> {
         if !shared {
             return Ok(false);
         }
@@ -209,7 +229,13 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.w.reference(entry.slot);
             return Ok(true);
         }
-        self.memo.insert(key, MemoEntry { slot: self.next_slot, done });
+        self.memo.insert(
+            key,
+            MemoEntry {
+                slot: self.next_slot,
+                done,
+            },
+        );
         self.next_slot += 1;
         self.w.memo();
         Ok(false)
@@ -305,7 +331,9 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.w.int(v);
             return Ok(());
         }
-        let bits: usize = obj.call_method0(pyo3::intern!(self.py, "bit_length"))?.extract()?;
+        let bits: usize = obj
+            .call_method0(pyo3::intern!(self.py, "bit_length"))?
+            .extract()?;
         let n = bits / 8 + 1;
         let kwargs = PyDict::new(self.py);
         kwargs.set_item("signed", true)?;
@@ -337,11 +365,18 @@ impl<'a, 'py> Walker<'a, 'py> {
         // Lone surrogates: not valid UTF-8; keep them with "surrogatepass", as pickle does.
         // SAFETY: clearing the UnicodeEncodeError AsUTF8AndSize just raised.
         unsafe { ffi::PyErr_Clear() };
-        let encoded = obj.cast::<PyString>().map_err(PyErr::from)?.call_method1("encode", ("utf-8", "surrogatepass"))?;
+        let encoded = obj
+            .cast::<PyString>()
+            .map_err(PyErr::from)?
+            .call_method1("encode", ("utf-8", "surrogatepass"))?;
         let bytes: &[u8] = encoded.extract()?;
         if bytes.len() >= FRAME_MIN {
             let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
-            let frame = self.state.add_frame(FrameSource::Object { obj: encoded.clone().unbind(), ptr, len })?;
+            let frame = self.state.add_frame(FrameSource::Object {
+                obj: encoded.clone().unbind(),
+                ptr,
+                len,
+            })?;
             self.w.frame_ref(Tag::FrameStr, frame);
         } else {
             self.w.byte_string(Tag::StrSurrogates, bytes);
@@ -351,12 +386,22 @@ impl<'a, 'py> Walker<'a, 'py> {
 
     fn bytes(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
         // SAFETY: obj is an exact bytes object; its buffer is immutable and lives as long as it.
-        let (ptr, len) = unsafe { (ffi::PyBytes_AsString(obj.as_ptr()) as *const u8, ffi::PyBytes_Size(obj.as_ptr()) as usize) };
+        let (ptr, len) = unsafe {
+            (
+                ffi::PyBytes_AsString(obj.as_ptr()) as *const u8,
+                ffi::PyBytes_Size(obj.as_ptr()) as usize,
+            )
+        };
         if len >= FRAME_MIN {
-            let frame = self.state.add_frame(FrameSource::Object { obj: obj.clone().unbind(), ptr: ptr as usize, len })?;
+            let frame = self.state.add_frame(FrameSource::Object {
+                obj: obj.clone().unbind(),
+                ptr: ptr as usize,
+                len,
+            })?;
             self.w.frame_ref(Tag::FrameBytes, frame);
         } else {
-            self.w.byte_string(Tag::Bytes, unsafe { std::slice::from_raw_parts(ptr, len) });
+            self.w
+                .byte_string(Tag::Bytes, unsafe { std::slice::from_raw_parts(ptr, len) });
         }
         Ok(())
     }
@@ -394,7 +439,10 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.item(unsafe { ffi::PyList_GET_ITEM(ptr, i as ffi::Py_ssize_t) })?;
         }
         if unsafe { ffi::PyList_GET_SIZE(ptr) } as usize != n {
-            return Err(SerializationError::new_err("a list changed size while it was being serialized").into());
+            return Err(SerializationError::new_err(
+                "a list changed size while it was being serialized",
+            )
+            .into());
         }
         Ok(())
     }
@@ -431,7 +479,10 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.walk(&value, value_shared)?;
         }
         if seen != n || unsafe { ffi::PyDict_Size(ptr) } as usize != n {
-            return Err(SerializationError::new_err("a dict changed size while it was being serialized").into());
+            return Err(SerializationError::new_err(
+                "a dict changed size while it was being serialized",
+            )
+            .into());
         }
         Ok(())
     }
@@ -451,7 +502,10 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.walk(&item, shared)?;
         }
         if count != n {
-            return Err(SerializationError::new_err("a set changed size while it was being serialized").into());
+            return Err(SerializationError::new_err(
+                "a set changed size while it was being serialized",
+            )
+            .into());
         }
         Ok(())
     }
@@ -465,7 +519,10 @@ impl<'a, 'py> Walker<'a, 'py> {
         let typ = ty.as_ptr();
         unsafe {
             if typ == (&raw mut ffi::PyComplex_Type).cast() {
-                self.w.complex(ffi::PyComplex_RealAsDouble(ptr), ffi::PyComplex_ImagAsDouble(ptr));
+                self.w.complex(
+                    ffi::PyComplex_RealAsDouble(ptr),
+                    ffi::PyComplex_ImagAsDouble(ptr),
+                );
                 return Ok(());
             }
             if typ == (&raw mut ffi::PyByteArray_Type).cast() {
@@ -523,8 +580,8 @@ impl<'a, 'py> Walker<'a, 'py> {
         std: &crate::types::StdTypes,
         shared: bool,
     ) -> EncodeResult<Option<()>> {
-        use pyo3::types::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
         use pyo3::types::{PyDate, PyDateTime, PyDelta, PyTime};
+        use pyo3::types::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
         let ptr = obj.as_ptr();
         let start = self.w.len();
         let slot = self.next_slot;
@@ -550,12 +607,19 @@ impl<'a, 'py> Walker<'a, 'py> {
             });
             let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
             if !self.tz(&tz, std)? {
-                return self.rollback(start, slot, ptr, shared, "a datetime with this tzinfo").map(Some);
+                return self
+                    .rollback(start, slot, ptr, shared, "a datetime with this tzinfo")
+                    .map(Some);
             }
         } else if ty.is(&std.date) {
             memo_or_return!();
             let d = unsafe { obj.cast_unchecked::<PyDate>() };
-            self.w.date(&DateTimeFields { year: d.get_year() as u16, month: d.get_month(), day: d.get_day(), ..Default::default() });
+            self.w.date(&DateTimeFields {
+                year: d.get_year() as u16,
+                month: d.get_month(),
+                day: d.get_day(),
+                ..Default::default()
+            });
         } else if ty.is(&std.time) {
             memo_or_return!();
             let t = unsafe { obj.cast_unchecked::<PyTime>() };
@@ -569,12 +633,18 @@ impl<'a, 'py> Walker<'a, 'py> {
             });
             let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
             if !self.tz(&tz, std)? {
-                return self.rollback(start, slot, ptr, shared, "a time with this tzinfo").map(Some);
+                return self
+                    .rollback(start, slot, ptr, shared, "a time with this tzinfo")
+                    .map(Some);
             }
         } else if ty.is(&std.timedelta) {
             memo_or_return!();
             let d = unsafe { obj.cast_unchecked::<PyDelta>() };
-            self.w.timedelta(d.get_days(), d.get_seconds() as u32, d.get_microseconds() as u32);
+            self.w.timedelta(
+                d.get_days(),
+                d.get_seconds() as u32,
+                d.get_microseconds() as u32,
+            );
         } else if ty.is(&std.decimal) {
             memo_or_return!();
             let text = obj.str()?;
@@ -582,8 +652,13 @@ impl<'a, 'py> Walker<'a, 'py> {
         } else if ty.is(&std.uuid) {
             memo_or_return!();
             let bytes = obj.getattr(pyo3::intern!(self.py, "bytes"))?;
-            let bytes: [u8; 16] = bytes.extract::<&[u8]>()?.try_into().map_err(|_| SerializationError::new_err("UUID.bytes is not 16 bytes"))?;
-            let safe = obj.getattr(pyo3::intern!(self.py, "is_safe"))?.getattr(pyo3::intern!(self.py, "value"))?;
+            let bytes: [u8; 16] = bytes
+                .extract::<&[u8]>()?
+                .try_into()
+                .map_err(|_| SerializationError::new_err("UUID.bytes is not 16 bytes"))?;
+            let safe = obj
+                .getattr(pyo3::intern!(self.py, "is_safe"))?
+                .getattr(pyo3::intern!(self.py, "value"))?;
             let safe: i8 = if safe.is_none() { 1 } else { safe.extract()? };
             self.w.uuid(&bytes, safe);
         } else if let Some(flavour) = std.paths.iter().position(|p| ty.is(p)) {
@@ -598,7 +673,14 @@ impl<'a, 'py> Walker<'a, 'py> {
     }
 
     /// Undoes a partly written node whose contents turned out to be unsupported.
-    fn rollback(&mut self, start: usize, slot: u32, ptr: *mut ffi::PyObject, shared: bool, what: &str) -> EncodeResult<()> {
+    fn rollback(
+        &mut self,
+        start: usize,
+        slot: u32,
+        ptr: *mut ffi::PyObject,
+        shared: bool,
+        what: &str,
+    ) -> EncodeResult<()> {
         self.w.truncate(start);
         if shared {
             self.memo.remove(&(ptr as usize));
@@ -624,10 +706,14 @@ impl<'a, 'py> Walker<'a, 'py> {
             let offset = args.get_item(0)?;
             let offset = unsafe { offset.cast_unchecked::<pyo3::types::PyDelta>() };
             use pyo3::types::PyDeltaAccess;
-            let us = (offset.get_days() as i64 * 86_400 + offset.get_seconds() as i64) * 1_000_000 + offset.get_microseconds() as i64;
+            let us = (offset.get_days() as i64 * 86_400 + offset.get_seconds() as i64) * 1_000_000
+                + offset.get_microseconds() as i64;
             if args.len() > 1 {
                 let name = args.get_item(1)?;
-                let name = name.cast::<PyString>().map_err(PyErr::from)?.call_method1("encode", ("utf-8", "surrogatepass"))?;
+                let name = name
+                    .cast::<PyString>()
+                    .map_err(PyErr::from)?
+                    .call_method1("encode", ("utf-8", "surrogatepass"))?;
                 self.w.tz_fixed(us, Some(name.extract::<&[u8]>()?));
             } else {
                 self.w.tz_fixed(us, None);
@@ -640,7 +726,12 @@ impl<'a, 'py> Walker<'a, 'py> {
                 if key.is_none() {
                     return Ok(false);
                 }
-                self.w.tz_zoneinfo(key.cast::<PyString>().map_err(PyErr::from)?.to_str()?.as_bytes());
+                self.w.tz_zoneinfo(
+                    key.cast::<PyString>()
+                        .map_err(PyErr::from)?
+                        .to_str()?
+                        .as_bytes(),
+                );
                 return Ok(true);
             }
         }
@@ -648,7 +739,12 @@ impl<'a, 'py> Walker<'a, 'py> {
     }
 
     /// An object handled by a registered serializer.
-    pub fn ext(&mut self, obj: &Bound<'py, PyAny>, entry: &Bound<'py, PyAny>, shared: bool) -> EncodeResult<()> {
+    pub fn ext(
+        &mut self,
+        obj: &Bound<'py, PyAny>,
+        entry: &Bound<'py, PyAny>,
+        shared: bool,
+    ) -> EncodeResult<()> {
         let py = self.py;
         let ptr = obj.as_ptr();
         if self.memo_seen(ptr, shared, false)? {
@@ -656,7 +752,16 @@ impl<'a, 'py> Walker<'a, 'py> {
         }
         let tag: String = entry.getattr(pyo3::intern!(py, "tag"))?.extract()?;
         let safe: bool = entry.getattr(pyo3::intern!(py, "safe"))?.extract()?;
-        let out = entry.call_method1(pyo3::intern!(py, "encode"), (obj,))?;
+        let out = match self.state.ext_cache.get(&(ptr as usize)) {
+            Some((_, out)) => out.bind(py).clone(),
+            None => {
+                let out = entry.call_method1(pyo3::intern!(py, "encode"), (obj,))?;
+                self.state
+                    .ext_cache
+                    .insert(ptr as usize, (obj.clone().unbind(), out.clone().unbind()));
+                out
+            }
+        };
         let (meta, frames): (Bound<'py, PyAny>, Bound<'py, PyList>) = out.extract()?;
         let tag_index = self.state.tag_index(&tag);
         if !safe {

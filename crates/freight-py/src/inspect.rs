@@ -9,7 +9,13 @@ use pyo3::types::{PyDict, PyList};
 use crate::buffer::RawBuffer;
 use crate::errors::decode_error;
 
-fn describe<'py>(py: Python<'py>, header: &Header<'_>, frames: &[&[u8]], offsets: &[usize], total: usize) -> PyResult<Bound<'py, PyDict>> {
+fn describe<'py>(
+    py: Python<'py>,
+    header: &Header<'_>,
+    frames: &[&[u8]],
+    offsets: &[usize],
+    total: usize,
+) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("format_version", header.version)?;
     out.set_item("needs_pickle", header.needs_pickle())?;
@@ -45,7 +51,11 @@ fn describe<'py>(py: Python<'py>, header: &Header<'_>, frames: &[&[u8]], offsets
     }
     out.set_item("frames", list)?;
     let tree = PyDict::new(py);
-    match walk::walk_tree(header.tree, header.frames.len() as u32, header.tags.len() as u32) {
+    match walk::walk_tree(
+        header.tree,
+        header.frames.len() as u32,
+        header.tags.len() as u32,
+    ) {
         Ok(summary) => {
             tree.set_item("nodes", summary.nodes)?;
             tree.set_item("max_depth", summary.max_depth)?;
@@ -81,12 +91,18 @@ pub fn inspect<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound
 
 /// Describes a payload given as a list of buffers (`dumps_frames` output).
 #[pyfunction]
-pub fn inspect_frames<'py>(py: Python<'py>, parts: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyDict>> {
+pub fn inspect_frames<'py>(
+    py: Python<'py>,
+    parts: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyDict>> {
     if parts.is_empty() {
-        return Err(crate::errors::DeserializationError::new_err("inspect needs at least the header buffer"));
+        return Err(crate::errors::DeserializationError::new_err(
+            "inspect needs at least the header buffer",
+        ));
     }
     let head = RawBuffer::simple(&parts.get_item(0)?)?;
-    let header = envelope::parse_header(head.as_slice(), &Limits::default()).map_err(decode_error)?;
+    let header =
+        envelope::parse_header(head.as_slice(), &Limits::default()).map_err(decode_error)?;
     let mut owned = Vec::new();
     for i in 1..parts.len() {
         owned.push(RawBuffer::simple(&parts.get_item(i)?)?);

@@ -36,11 +36,16 @@ pub fn helper(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 }
 
 /// Encodes an exact ndarray. Returns false (writing nothing) for object dtypes.
-pub fn encode_array<'py>(walker: &mut Walker<'_, 'py>, arr: &Bound<'py, PyAny>) -> EncodeResult<bool> {
+pub fn encode_array<'py>(
+    walker: &mut Walker<'_, 'py>,
+    arr: &Bound<'py, PyAny>,
+) -> EncodeResult<bool> {
     let py = walker.py();
     let helper = helper(py)?;
     let dtype = arr.getattr(pyo3::intern!(py, "dtype"))?;
-    let wire = helper.getattr(pyo3::intern!(py, "dtype_to_wire"))?.call1((dtype,))?;
+    let wire = helper
+        .getattr(pyo3::intern!(py, "dtype_to_wire"))?
+        .call1((dtype,))?;
     if wire.is_none() {
         return Ok(false);
     }
@@ -55,7 +60,9 @@ pub fn encode_array<'py>(walker: &mut Walker<'_, 'py>, arr: &Bound<'py, PyAny>) 
         } else {
             // A strided view (slice, transpose of a non-contiguous array, broadcast): one copy
             // into C order is unavoidable.
-            let contiguous = helper.getattr(pyo3::intern!(py, "ascontiguous"))?.call1((arr,))?;
+            let contiguous = helper
+                .getattr(pyo3::intern!(py, "ascontiguous"))?
+                .call1((arr,))?;
             buf = RawBuffer::get(&contiguous, ffi::PyBUF_STRIDES)?;
         }
     }
@@ -79,9 +86,16 @@ pub struct ArraySpec<'py> {
     pub writeable: bool,
 }
 
-pub fn array_spec<'py>(py: Python<'py>, wire: &Bound<'py, PyAny>, flags: u8, shape: &[u64]) -> PyResult<ArraySpec<'py>> {
+pub fn array_spec<'py>(
+    py: Python<'py>,
+    wire: &Bound<'py, PyAny>,
+    flags: u8,
+    shape: &[u64],
+) -> PyResult<ArraySpec<'py>> {
     let helper = helper(py)?;
-    let dtype = helper.getattr(pyo3::intern!(py, "dtype_from_wire"))?.call1((wire,))?;
+    let dtype = helper
+        .getattr(pyo3::intern!(py, "dtype_from_wire"))?
+        .call1((wire,))?;
     let itemsize: u64 = dtype.getattr(pyo3::intern!(py, "itemsize"))?.extract()?;
     let mut nbytes = itemsize;
     for &dim in shape {
@@ -99,7 +113,12 @@ pub fn array_spec<'py>(py: Python<'py>, wire: &Bound<'py, PyAny>, flags: u8, sha
 }
 
 /// An array viewing `buffer` (a FrameBuffer), no copy.
-pub fn view<'py>(py: Python<'py>, spec: &ArraySpec<'py>, buffer: &Bound<'py, PyAny>, writeable: bool) -> PyResult<Bound<'py, PyAny>> {
+pub fn view<'py>(
+    py: Python<'py>,
+    spec: &ArraySpec<'py>,
+    buffer: &Bound<'py, PyAny>,
+    writeable: bool,
+) -> PyResult<Bound<'py, PyAny>> {
     helper(py)?
         .getattr(pyo3::intern!(py, "from_frame"))?
         .call1((buffer, &spec.dtype, &spec.shape, spec.fortran, writeable))
@@ -107,5 +126,7 @@ pub fn view<'py>(py: Python<'py>, spec: &ArraySpec<'py>, buffer: &Bound<'py, PyA
 
 /// A fresh, writable array to copy a frame into.
 pub fn empty<'py>(py: Python<'py>, spec: &ArraySpec<'py>) -> PyResult<Bound<'py, PyAny>> {
-    helper(py)?.getattr(pyo3::intern!(py, "empty"))?.call1((&spec.dtype, &spec.shape, spec.fortran))
+    helper(py)?
+        .getattr(pyo3::intern!(py, "empty"))?
+        .call1((&spec.dtype, &spec.shape, spec.fortran))
 }

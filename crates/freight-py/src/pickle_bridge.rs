@@ -41,7 +41,10 @@ static NEEDS_CLOUDPICKLE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn needs_cloudpickle(py: Python<'_>, what: String) -> PyErr {
     match NEEDS_CLOUDPICKLE.get_or_try_init(py, || -> PyResult<Py<PyType>> {
-        Ok(crate::types::pickle_bridge(py)?.getattr("NeedsCloudpickle")?.cast_into::<PyType>()?.unbind())
+        Ok(crate::types::pickle_bridge(py)?
+            .getattr("NeedsCloudpickle")?
+            .cast_into::<PyType>()?
+            .unbind())
     }) {
         Ok(cls) => PyErr::from_type(cls.bind(py).clone(), what),
         Err(err) => err,
@@ -49,12 +52,20 @@ fn needs_cloudpickle(py: Python<'_>, what: String) -> PyErr {
 }
 
 impl PickleSink {
-    pub fn new(types: Py<PyDict>, predicates: Py<PyList>) -> Self {
+    /// `ext_cache`: serializer results of the native attempt, reused rather than recomputed.
+    pub fn new(
+        types: Py<PyDict>,
+        predicates: Py<PyList>,
+        ext_cache: PtrMap<(Py<PyAny>, Py<PyAny>)>,
+    ) -> Self {
         Self {
             types,
             predicates,
             inner: RefCell::new(SinkInner {
-                state: EncodeState::default(),
+                state: EncodeState {
+                    ext_cache,
+                    ..Default::default()
+                },
                 externals: Vec::new(),
                 buffers: Vec::new(),
                 seen: PtrMap::default(),
@@ -107,7 +118,11 @@ impl PickleSink {
     /// Called before each pickling attempt (plain pickle, then cloudpickle): starts afresh.
     fn begin(&self, cloud: bool) {
         let mut inner = self.inner.borrow_mut();
-        inner.state = EncodeState::default();
+        let ext_cache = std::mem::take(&mut inner.state.ext_cache);
+        inner.state = EncodeState {
+            ext_cache,
+            ..Default::default()
+        };
         inner.externals.clear();
         inner.buffers.clear();
         inner.seen.clear();
@@ -142,7 +157,13 @@ impl PickleSink {
     fn buffer_callback(&self, buffer: &Bound<'_, PyAny>) -> PyResult<bool> {
         let raw = RawBuffer::get(buffer, ffi::PyBUF_SIMPLE).or_else(|_| {
             // A non-contiguous PickleBuffer: take a contiguous copy.
-            let copy = pyo3::types::PyBytes::new(buffer.py(), &buffer.call_method0("raw")?.call_method0("tobytes")?.extract::<Vec<u8>>()?);
+            let copy = pyo3::types::PyBytes::new(
+                buffer.py(),
+                &buffer
+                    .call_method0("raw")?
+                    .call_method0("tobytes")?
+                    .extract::<Vec<u8>>()?,
+            );
             RawBuffer::simple(copy.as_any())
         })?;
         let mut inner = self.inner.borrow_mut();
@@ -158,31 +179,56 @@ impl PickleSink {
     /// `reduce`, falling back to `fallback(obj)` (cloudpickle's own reducer_override) instead of
     /// NotImplemented: one native call per object instead of a Python method wrapping two.
     fn chain(slf: Py<Self>, fallback: Py<PyAny>) -> ChainedReduce {
-        ChainedReduce { sink: slf, fallback }
+        ChainedReduce {
+            sink: slf,
+            fallback: RefCell::new(Some(fallback)),
+        }
     }
 }
 
 #[pyclass(module = "freight._freight", unsendable)]
 pub struct ChainedReduce {
     sink: Py<PickleSink>,
-    fallback: Py<PyAny>,
+    /// A bound method of the pickler that holds this hook: a reference cycle the garbage
+    /// collector cannot see through, so `close` breaks it when the pickling ends.
+    fallback: RefCell<Option<Py<PyAny>>>,
 }
 
 #[pymethods]
 impl ChainedReduce {
-    fn __call__<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.sink.borrow(py).reduce_or(py, obj, Some(self.fallback.bind(py)))
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let fallback = self.fallback.borrow().as_ref().map(|f| f.bind(py).clone());
+        self.sink.borrow(py).reduce_or(py, obj, fallback.as_ref())
+    }
+
+    fn close(&self) {
+        self.fallback.borrow_mut().take();
     }
 }
 
 impl PickleSink {
-    fn reduce_or<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>, fallback: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    fn reduce_or<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+        fallback: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         match self.external(py, obj)? {
             Some(pid) => {
                 let loader = EXTERNAL_LOADER.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-                    Ok(crate::types::pickle_bridge(py)?.getattr("_external")?.unbind())
+                    Ok(crate::types::pickle_bridge(py)?
+                        .getattr("_external")?
+                        .unbind())
                 })?;
-                Ok(PyTuple::new(py, [loader.bind(py).clone(), PyTuple::new(py, [pid])?.into_any()])?.into_any())
+                Ok(PyTuple::new(
+                    py,
+                    [loader.bind(py).clone(), PyTuple::new(py, [pid])?.into_any()],
+                )?
+                .into_any())
             }
             None => match fallback {
                 Some(fallback) => fallback.call1((obj,)),
@@ -190,7 +236,6 @@ impl PickleSink {
             },
         }
     }
-
 }
 
 static EXTERNAL_LOADER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -216,13 +261,22 @@ impl PickleSink {
         if let Some(&(pid, _)) = self.inner.borrow().seen.get(&(ptr as usize)) {
             return Ok(Some(pid));
         }
-        let dispatch = Dispatch { types: types.clone(), predicates: self.predicates.bind(py).clone() };
+        let dispatch = Dispatch {
+            types: types.clone(),
+            predicates: self.predicates.bind(py).clone(),
+        };
         let is_big_bytes = unsafe {
             (ty == &raw mut ffi::PyBytes_Type && ffi::PyBytes_Size(ptr) as usize >= FRAME_MIN)
-                || (ty == &raw mut ffi::PyByteArray_Type && ffi::PyByteArray_Size(ptr) as usize >= FRAME_MIN)
+                || (ty == &raw mut ffi::PyByteArray_Type
+                    && ffi::PyByteArray_Size(ptr) as usize >= FRAME_MIN)
         };
-        let entry = if is_big_bytes || plain && types.is_empty() { None } else { dispatch.exact(&obj.get_type())? };
-        let is_array = entry.is_none() && !plain && ndarray_type(py).is_some_and(|t| obj.get_type().is(t));
+        let entry = if is_big_bytes || plain && types.is_empty() {
+            None
+        } else {
+            dispatch.exact(&obj.get_type())?
+        };
+        let is_array =
+            entry.is_none() && !plain && ndarray_type(py).is_some_and(|t| obj.get_type().is(t));
         let entry = match entry {
             Some(entry) => Some(entry),
             None if !is_big_bytes && !is_array && !plain => {
@@ -250,7 +304,9 @@ impl PickleSink {
         let handled = match handled {
             Ok(handled) => handled,
             Err(EncodeError::Py(err)) => return Err(err),
-            Err(EncodeError::Unsupported) => unreachable!("external walks report errors, not Unsupported"),
+            Err(EncodeError::Unsupported) => {
+                unreachable!("external walks report errors, not Unsupported")
+            }
         };
         if !handled {
             return Ok(None); // an object-dtype array: pickle takes it
@@ -261,7 +317,6 @@ impl PickleSink {
         inner.seen.insert(ptr as usize, (pid, obj.clone().unbind()));
         Ok(Some(pid))
     }
-
 }
 
 #[pyclass(module = "freight._freight", unsendable)]
@@ -274,7 +329,11 @@ pub struct PickleSource {
 impl PickleSource {
     pub fn new(ctx: Rc<DecodeCtx>, externals: Vec<(usize, usize)>) -> Self {
         let n = externals.len();
-        Self { ctx: RefCell::new(Some(ctx)), externals, cache: RefCell::new((0..n).map(|_| None).collect()) }
+        Self {
+            ctx: RefCell::new(Some(ctx)),
+            externals,
+            cache: RefCell::new((0..n).map(|_| None).collect()),
+        }
     }
 
     /// Ends the source's life: a reference kept by user code can no longer decode.
@@ -287,7 +346,9 @@ impl PickleSource {
 impl PickleSource {
     fn persistent_load(&self, py: Python<'_>, pid: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let index: usize = pid.extract().map_err(|_| {
-            DeserializationError::new_err(format!("corrupt freight payload: pickle asked for external {pid}"))
+            DeserializationError::new_err(format!(
+                "corrupt freight payload: pickle asked for external {pid}"
+            ))
         })?;
         let (offset, len) = *self.externals.get(index).ok_or_else(|| {
             DeserializationError::new_err(format!(
@@ -298,7 +359,11 @@ impl PickleSource {
         if let Some(obj) = &self.cache.borrow()[index] {
             return Ok(obj.clone_ref(py));
         }
-        let ctx = self.ctx.borrow().clone().ok_or_else(|| PyException::new_err("this pickle source is closed"))?;
+        let ctx = self
+            .ctx
+            .borrow()
+            .clone()
+            .ok_or_else(|| PyException::new_err("this pickle source is closed"))?;
         let obj = decode_external(py, &ctx, offset, len)?.unbind();
         self.cache.borrow_mut()[index] = Some(obj.clone_ref(py));
         Ok(obj)

@@ -25,7 +25,11 @@ pub struct StdTypes {
 static STD_TYPES: PyOnceLock<StdTypes> = PyOnceLock::new();
 
 fn class(py: Python<'_>, module: &str, name: &str) -> PyResult<Py<PyType>> {
-    Ok(py.import(module)?.getattr(name)?.cast_into::<PyType>()?.unbind())
+    Ok(py
+        .import(module)?
+        .getattr(name)?
+        .cast_into::<PyType>()?
+        .unbind())
 }
 
 pub fn std_types(py: Python<'_>) -> PyResult<&StdTypes> {
@@ -40,7 +44,11 @@ pub fn std_types(py: Python<'_>) -> PyResult<&StdTypes> {
             time: class(py, "datetime", "time")?,
             timedelta: class(py, "datetime", "timedelta")?,
             timezone: class(py, "datetime", "timezone")?,
-            utc: py.import("datetime")?.getattr("timezone")?.getattr("utc")?.unbind(),
+            utc: py
+                .import("datetime")?
+                .getattr("timezone")?
+                .getattr("utc")?
+                .unbind(),
             decimal: class(py, "decimal", "Decimal")?,
             uuid: class(py, "uuid", "UUID")?,
             safe_uuid: py.import("uuid")?.getattr("SafeUUID")?.unbind(),
@@ -66,7 +74,11 @@ pub fn ndarray_type(py: Python<'_>) -> Option<&Py<PyType>> {
     }
     let modules = SYS_MODULES
         .get_or_try_init(py, || -> PyResult<Py<PyDict>> {
-            Ok(py.import("sys")?.getattr("modules")?.cast_into::<PyDict>()?.unbind())
+            Ok(py
+                .import("sys")?
+                .getattr("modules")?
+                .cast_into::<PyDict>()?
+                .unbind())
         })
         .ok()?
         .bind(py);
@@ -82,12 +94,16 @@ pub fn freight_module<'py>(
     cell: &'static PyOnceLock<Py<PyModule>>,
     name: &str,
 ) -> PyResult<&'py Bound<'py, PyModule>> {
-    Ok(cell.get_or_try_init(py, || py.import(name).map(Bound::unbind))?.bind(py))
+    Ok(cell
+        .get_or_try_init(py, || py.import(name).map(Bound::unbind))?
+        .bind(py))
 }
 
 /// `type(obj).__mro__`, skipping the type itself.
 pub fn mro_bases<'py>(ty: &Bound<'py, PyType>) -> PyResult<Bound<'py, PyTuple>> {
-    Ok(ty.getattr(pyo3::intern!(ty.py(), "__mro__"))?.cast_into::<PyTuple>()?)
+    Ok(ty
+        .getattr(pyo3::intern!(ty.py(), "__mro__"))?
+        .cast_into::<PyTuple>()?)
 }
 
 static PICKLE_BRIDGE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
@@ -101,6 +117,8 @@ static CLOUDPICKLE_VERSION: PyOnceLock<String> = PyOnceLock::new();
 
 pub fn cloudpickle_version(py: Python<'_>) -> PyResult<&str> {
     Ok(CLOUDPICKLE_VERSION
-        .get_or_try_init(py, || -> PyResult<String> { py.import("cloudpickle")?.getattr("__version__")?.extract() })?
+        .get_or_try_init(py, || -> PyResult<String> {
+            py.import("cloudpickle")?.getattr("__version__")?.extract()
+        })?
         .as_str())
 }
