@@ -1,0 +1,32 @@
+"""Writes the golden payloads of the current format version (run once per format version:
+`python tests/golden/generate.py`). Existing files are never overwritten: they are the record
+of what earlier builds wrote."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+import freight  # noqa: E402
+from cases import CASES, PointSerializer  # noqa: E402
+
+OUT = pathlib.Path(__file__).parent / f"v{freight._freight.FORMAT_VERSION}"
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    codec = freight.Freight()
+    codec.register(PointSerializer())
+    for name, make in CASES.items():
+        path = OUT / f"{name}.frt"
+        if path.exists():
+            print(f"kept    {path}")
+            continue
+        path.write_bytes(codec.dumps(make()))
+        print(f"wrote   {path}")
+
+
+if __name__ == "__main__":
+    main()
