@@ -3,6 +3,7 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 
 from __future__ import annotations
 
+import mmap
 import os
 from typing import IO, Any, Iterable
 
@@ -11,6 +12,9 @@ from freight.exceptions import DeserializationError
 from freight.registry import GLOBAL, Entry, Registry
 
 __all__ = ["Freight", "dumps", "loads", "dumps_frames", "loads_frames", "dump", "load", "inspect", "register", "unregister"]
+
+
+_MMAP_MIN = 1 << 20
 
 
 class Freight:
@@ -77,10 +81,19 @@ class Freight:
             file.write(data)
 
     def load(self, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> Any:
-        """Reads a payload from a path (memory-mapped) or a binary file and decodes it."""
+        """Reads a payload from a path or a binary file and decodes it.
+
+        A path of 1 MiB or more is memory-mapped rather than read: read-only arrays (and, with
+        ``zero_copy=True``, all arrays) are then views of the mapped file, and writable arrays are
+        copied out of it once."""
         if isinstance(file, (str, os.PathLike)):
             with open(file, "rb") as fh:
-                data = fh.read()
+                size = os.fstat(fh.fileno()).st_size
+                if size >= _MMAP_MIN:
+                    # The map outlives the file object; views into it keep it alive.
+                    data: Any = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+                else:
+                    data = fh.read()
         else:
             data = file.read()
             if not isinstance(data, (bytes, bytearray)):

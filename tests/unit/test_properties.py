@@ -14,6 +14,7 @@ import mmap
 import pathlib
 import pickle
 import struct
+import tempfile
 import uuid
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -361,7 +362,7 @@ def _layout(arr: np.ndarray, layout: str) -> np.ndarray:
 
 arrays = st.builds(_layout, base_arrays, st.sampled_from(LAYOUTS))
 
-INPUT_KINDS = ["bytes", "bytearray", "memoryview", "memoryview-offset", "mmap"]
+INPUT_KINDS = ["bytes", "bytearray", "memoryview", "memoryview-offset", "mmap", "mmap-file-readonly"]
 
 
 def _as_input(blob: bytes, kind: str):
@@ -378,6 +379,11 @@ def _as_input(blob: bytes, kind: str):
         m = mmap.mmap(-1, len(blob))
         m[:] = blob
         return m
+    if kind == "mmap-file-readonly":
+        with tempfile.TemporaryFile() as fh:
+            fh.write(blob)
+            fh.flush()
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     raise AssertionError(kind)
 
 
@@ -440,6 +446,24 @@ def test_arrays_load_from_every_buffer_kind_with_their_flags(arr, kind):
     blob = freight.dumps(arr)
     got = freight.loads(_as_input(blob, kind))
     assert_arrays_same(arr, got)
+
+
+@given(arrays, st.sampled_from(INPUT_KINDS))
+def test_zero_copy_loads_give_read_only_arrays_with_the_same_values(arr, kind):
+    got = freight.loads(_as_input(freight.dumps(arr), kind), zero_copy=True)
+    assert_arrays_same(arr, got, check_writeable=False)
+    assert not got.flags.writeable
+
+
+@given(st.one_of(values, st.lists(arrays, max_size=3)), st.sampled_from(INPUT_KINDS))
+def test_zero_copy_loads_of_anything(obj, kind):
+    got = freight.loads(_as_input(freight.dumps(obj), kind), zero_copy=True)
+    if isinstance(obj, list) and obj and isinstance(obj[0], np.ndarray):
+        assert len(got) == len(obj)
+        for a, b in zip(obj, got):
+            assert_arrays_same(a, b, check_writeable=False)
+    else:
+        assert_same(obj, got)
 
 
 # --------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ import collections
 import dataclasses
 import datetime as dt
 import enum
-import gc
 import io
 import json
 import math
