@@ -17,6 +17,10 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
     dst.copy_from_slice(src);
 }
 
+/// Frames at least this large are copied by two threads (the page faults of a fresh buffer and
+/// the copy itself both go faster on two cores than on one).
+pub const PARALLEL_MIN: usize = 16 << 20;
+
 /// Copies `src` into `dst` and returns the xxh3-64 of the bytes.
 pub fn copy_and_hash(dst: &mut [u8], src: &[u8]) -> u64 {
     assert_eq!(dst.len(), src.len());
@@ -25,11 +29,49 @@ pub fn copy_and_hash(dst: &mut [u8], src: &[u8]) -> u64 {
         return xxh3_64(dst);
     }
     let mut hasher = Xxh3::new();
+    if src.len() >= PARALLEL_MIN && parallelism() > 1 {
+        // One thread copies the second half; this one copies and hashes the first half, then
+        // hashes the second half (xxh3 is one sequential stream, so only the copy splits).
+        let mid = (src.len() / 2) & !(CHUNK - 1);
+        let (d1, d2) = dst.split_at_mut(mid);
+        let (s1, s2) = src.split_at(mid);
+        std::thread::scope(|scope| {
+            let helper = scope.spawn(|| copy(d2, s2));
+            copy_hashing(&mut hasher, d1, s1);
+            hasher.update(s2);
+            helper.join().expect("copy thread");
+        });
+        return hasher.digest();
+    }
+    copy_hashing(&mut hasher, dst, src);
+    hasher.digest()
+}
+
+fn copy_hashing(hasher: &mut Xxh3, dst: &mut [u8], src: &[u8]) {
     for (d, s) in dst.chunks_mut(CHUNK).zip(src.chunks(CHUNK)) {
         d.copy_from_slice(s);
         hasher.update(d);
     }
-    hasher.digest()
+}
+
+/// Copies `src` into `dst`, on two threads when large.
+pub fn copy_parallel(dst: &mut [u8], src: &[u8]) {
+    if src.len() >= PARALLEL_MIN && parallelism() > 1 {
+        let mid = src.len() / 2;
+        let (d1, d2) = dst.split_at_mut(mid);
+        let (s1, s2) = src.split_at(mid);
+        std::thread::scope(|scope| {
+            scope.spawn(|| copy(d2, s2));
+            copy(d1, s1);
+        });
+    } else {
+        copy(dst, src);
+    }
+}
+
+fn parallelism() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
 }
 
 #[cfg(test)]
@@ -38,7 +80,7 @@ mod tests {
 
     #[test]
     fn fused_copy_hashes_like_plain_hash() {
-        for len in [0usize, 1, 63, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 17] {
+        for len in [0usize, 1, 63, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 17, PARALLEL_MIN + 4097] {
             let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
             let mut dst = vec![0u8; len];
             assert_eq!(copy_and_hash(&mut dst, &src), hash(&src));

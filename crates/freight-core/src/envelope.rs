@@ -238,7 +238,7 @@ impl EnvelopeWriter {
                 let sum = checksum::copy_and_hash(dst, frame);
                 self.set_frame_checksum(i, sum);
             } else {
-                checksum::copy(dst, frame);
+                checksum::copy_parallel(dst, frame);
             }
             end = start + frame.len();
         }

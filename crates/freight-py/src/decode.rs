@@ -289,7 +289,7 @@ impl DecodeCtx {
             if check {
                 Some(checksum::copy_and_hash(dst, src))
             } else {
-                checksum::copy(dst, src);
+                checksum::copy_parallel(dst, src);
                 None
             }
         });
