@@ -71,7 +71,11 @@ pub fn copy_parallel(dst: &mut [u8], src: &[u8]) {
 
 fn parallelism() -> usize {
     static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
 }
 
 #[cfg(test)]
@@ -80,7 +84,16 @@ mod tests {
 
     #[test]
     fn fused_copy_hashes_like_plain_hash() {
-        for len in [0usize, 1, 63, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 17, PARALLEL_MIN + 4097] {
+        for len in [
+            0usize,
+            1,
+            63,
+            CHUNK - 1,
+            CHUNK,
+            CHUNK + 1,
+            3 * CHUNK + 17,
+            PARALLEL_MIN + 4097,
+        ] {
             let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
             let mut dst = vec![0u8; len];
             assert_eq!(copy_and_hash(&mut dst, &src), hash(&src));

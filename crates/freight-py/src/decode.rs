@@ -6,324 +6,31 @@
 //! views always. Frame checksums are verified when a frame is first used (fused with the copy
 //! when there is one) and, at the end, for any frame no node used.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 
-use freight_core::envelope::{self, Header, Limits};
-use freight_core::{checksum, PickleDataRef, Reader, Tag};
+use freight_core::{PickleDataRef, Reader, Tag};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple};
 
-use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer, Owner, RawBuffer};
+use crate::buffer::{uninit_bytes, RawBuffer};
 use crate::errors::{decode_error, wrap_decode, DeserializationError, UnsafePayloadError};
+pub use crate::payload::{export_input, DecodeCtx, Options};
 use crate::pickle_bridge::PickleSource;
-use crate::types::std_types;
 
 /// Deepest nesting the decoder follows (its stack grows on the heap as needed up to this).
 pub const MAX_DEPTH: usize = 200_000;
 
-pub struct Options {
-    pub allow_pickle: bool,
-    pub zero_copy: bool,
-    pub verify: bool,
-}
-
-struct FrameSlot {
-    owner: Arc<RawBuffer>,
-    offset: usize,
-    len: usize,
-    checksum: Option<u64>,
-    verified: Cell<bool>,
-}
-
-impl FrameSlot {
-    fn bytes(&self) -> &[u8] {
-        &self.owner.as_slice()[self.offset..self.offset + self.len]
-    }
-}
-
-/// Everything a decode needs, owned, so that the pickle bridge can hold it while pickle runs.
-pub struct DecodeCtx {
-    frames: Vec<FrameSlot>,
-    tree_owner: Arc<RawBuffer>,
-    tree_offset: usize,
-    tree_len: usize,
-    entries: Vec<Py<PyAny>>,
-    pub producer: Option<String>,
-    pub opts: Options,
-}
-
-fn check_allowed(
-    py: Python<'_>,
-    header: &Header<'_>,
-    registry: &Bound<'_, PyAny>,
-    opts: &Options,
-) -> PyResult<Vec<Py<PyAny>>> {
-    if header.needs_pickle() && !opts.allow_pickle {
-        return Err(UnsafePayloadError::new_err(
-            "the payload needs pickle to load (it holds objects freight encodes with pickle, or a serializer \
-             marked unsafe), and allow_pickle=False refuses that; load it with allow_pickle=True only if you \
-             trust its source",
-        ));
-    }
-    let mut entries = Vec::with_capacity(header.tags.len());
-    for tag in &header.tags {
-        let entry = registry.call_method1(pyo3::intern!(py, "by_tag"), (*tag,))?;
-        if !opts.allow_pickle
-            && !entry
-                .getattr(pyo3::intern!(py, "safe"))?
-                .extract::<bool>()?
-        {
-            return Err(UnsafePayloadError::new_err(format!(
-                "the payload uses serializer {tag:?}, which is marked unsafe (its decoding can run arbitrary code), \
-                 and allow_pickle=False refuses that"
-            )));
-        }
-        entries.push(entry.unbind());
-    }
-    Ok(entries)
-}
-
-fn producer(header: &Header<'_>) -> Option<String> {
-    if header.versions.is_empty() {
-        return None;
-    }
-    Some(
-        header
-            .versions
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-    )
-}
-
-/// Exports the input: `bytes` read-only (cheap), anything else writable when it can be.
-pub fn export_input(obj: &Bound<'_, PyAny>) -> PyResult<RawBuffer> {
-    let result = if obj.is_exact_instance_of::<PyBytes>() {
-        RawBuffer::simple(obj)
-    } else {
-        RawBuffer::prefer_writable(obj)
-    };
-    result.map_err(|err| {
-        let new =
-            DeserializationError::new_err(format!(
-            "freight can only load from a buffer (bytes, bytearray, memoryview, mmap, ...), not {}",
-            obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-        ));
-        new.set_cause(obj.py(), Some(err));
-        new
-    })
-}
-
-impl DecodeCtx {
-    /// A payload in one buffer (`dumps` output).
-    pub fn contiguous(
-        py: Python<'_>,
-        data: &Bound<'_, PyAny>,
-        registry: &Bound<'_, PyAny>,
-        opts: Options,
-    ) -> PyResult<Self> {
-        let input = Arc::new(export_input(data)?);
-        let buf = input.as_slice();
-        let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
-        let entries = check_allowed(py, &header, registry, &opts)?;
-        let ranges = envelope::locate_frames(&header, buf).map_err(decode_error)?;
-        let frames = ranges
-            .into_iter()
-            .zip(&header.frames)
-            .map(|(range, info)| FrameSlot {
-                owner: input.clone(),
-                offset: range.start,
-                len: range.len(),
-                checksum: info.checksum,
-                verified: Cell::new(false),
-            })
-            .collect();
-        let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
-        Ok(Self {
-            frames,
-            tree_offset,
-            tree_len: header.tree.len(),
-            entries,
-            producer: producer(&header),
-            opts,
-            tree_owner: input,
-        })
-    }
-
-    /// A payload as a list of buffers (`dumps_frames` output): header first, then each frame.
-    pub fn from_frames(
-        py: Python<'_>,
-        parts: &Bound<'_, PyList>,
-        registry: &Bound<'_, PyAny>,
-        opts: Options,
-    ) -> PyResult<Self> {
-        if parts.is_empty() {
-            return Err(DeserializationError::new_err(
-                "loads_frames needs at least one buffer (the header)",
-            ));
-        }
-        let head = Arc::new(export_input(&parts.get_item(0)?)?);
-        let buf = head.as_slice();
-        let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
-        if header.len != buf.len() {
-            return Err(DeserializationError::new_err(format!(
-                "the first frame must be exactly the header ({} bytes) but holds {} bytes",
-                header.len,
-                buf.len()
-            )));
-        }
-        if parts.len() != header.frames.len() + 1 {
-            return Err(DeserializationError::new_err(format!(
-                "the header lists {} frames but {} buffers follow it",
-                header.frames.len(),
-                parts.len() - 1
-            )));
-        }
-        let entries = check_allowed(py, &header, registry, &opts)?;
-        let mut frames = Vec::with_capacity(header.frames.len());
-        for (i, info) in header.frames.iter().enumerate() {
-            let owner = Arc::new(export_input(&parts.get_item(i + 1)?)?);
-            if owner.len() as u64 != info.stored_len {
-                return Err(DeserializationError::new_err(format!(
-                    "frame {i} holds {} bytes but the header says {}",
-                    owner.len(),
-                    info.stored_len
-                )));
-            }
-            let len = owner.len();
-            frames.push(FrameSlot {
-                owner,
-                offset: 0,
-                len,
-                checksum: info.checksum,
-                verified: Cell::new(false),
-            });
-        }
-        let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
-        Ok(Self {
-            frames,
-            tree_offset,
-            tree_len: header.tree.len(),
-            entries,
-            producer: producer(&header),
-            opts,
-            tree_owner: head,
-        })
-    }
-
-    pub fn tree(&self) -> &[u8] {
-        &self.tree_owner.as_slice()[self.tree_offset..self.tree_offset + self.tree_len]
-    }
-
-    fn slot(&self, index: u32) -> PyResult<&FrameSlot> {
-        self.frames.get(index as usize).ok_or_else(|| {
-            DeserializationError::new_err(format!(
-                "corrupt freight payload: a node refers to frame {index} but the payload has {} frames",
-                self.frames.len()
-            ))
-        })
-    }
-
-    fn verify_slot(&self, py: Python<'_>, index: u32, slot: &FrameSlot) -> PyResult<()> {
-        if self.opts.verify && !slot.verified.get() {
-            if let Some(stored) = slot.checksum {
-                let data = slot.bytes();
-                let computed = maybe_detach(py, data.len(), || checksum::hash(data));
-                if computed != stored {
-                    return Err(decode_error(freight_core::Error::Checksum {
-                        what: format!("frame {index}"),
-                        stored,
-                        computed,
-                    }));
-                }
-            }
-        }
-        slot.verified.set(true);
-        Ok(())
-    }
-
-    /// The verified bytes of a frame.
-    pub fn frame_bytes(&self, py: Python<'_>, index: u32) -> PyResult<&[u8]> {
-        let slot = self.slot(index)?;
-        self.verify_slot(py, index, slot)?;
-        Ok(slot.bytes())
-    }
-
-    /// Whether a view of this frame may be writable.
-    fn writable(&self, slot: &FrameSlot) -> bool {
-        !self.opts.zero_copy && !slot.owner.readonly()
-    }
-
-    /// A memoryview of a frame (verified), writable when the input is and zero_copy is off.
-    pub fn frame_view<'py>(
-        &self,
-        py: Python<'py>,
-        index: u32,
-        want_writable: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let slot = self.slot(index)?;
-        self.verify_slot(py, index, slot)?;
-        let writable = want_writable && self.writable(slot);
-        let data = slot.bytes();
-        frame_memoryview(
-            py,
-            FrameBuffer::new(
-                Owner::Buffer(slot.owner.clone()),
-                data.as_ptr(),
-                data.len(),
-                !writable,
-            ),
-        )
-    }
-
-    /// Copies a frame into `dst`, verifying its checksum on the way (one pass over the bytes).
-    fn copy_frame(&self, py: Python<'_>, index: u32, dst: &mut [u8]) -> PyResult<()> {
-        let slot = self.slot(index)?;
-        let src = slot.bytes();
-        let check = self.opts.verify && !slot.verified.get() && slot.checksum.is_some();
-        let computed = maybe_detach(py, src.len(), || {
-            if check {
-                Some(checksum::copy_and_hash(dst, src))
-            } else {
-                checksum::copy_parallel(dst, src);
-                None
-            }
-        });
-        if let (Some(computed), Some(stored)) = (computed, slot.checksum) {
-            if computed != stored {
-                return Err(decode_error(freight_core::Error::Checksum {
-                    what: format!("frame {index}"),
-                    stored,
-                    computed,
-                }));
-            }
-        }
-        slot.verified.set(true);
-        Ok(())
-    }
-
-    /// Verifies the frames no node used, so that a change anywhere in the payload is caught.
-    pub fn verify_rest(&self, py: Python<'_>) -> PyResult<()> {
-        for (i, slot) in self.frames.iter().enumerate() {
-            self.verify_slot(py, i as u32, slot)?;
-        }
-        Ok(())
-    }
-}
-
 /// Decodes one tree (the payload's, or a pickle external's) with its own memo.
 pub struct TreeDecoder<'c, 'py> {
-    py: Python<'py>,
+    pub(crate) py: Python<'py>,
     ctx: &'c Rc<DecodeCtx>,
     memo: Vec<Option<Bound<'py, PyAny>>>,
     depth: usize,
 }
 
-fn corrupt(msg: impl Into<String>) -> PyErr {
+pub(crate) fn corrupt(msg: impl Into<String>) -> PyErr {
     DeserializationError::new_err(format!("corrupt freight payload: {}", msg.into()))
 }
 
@@ -346,7 +53,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     }
 
     #[inline]
-    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PyResult<T>) -> PyResult<T> {
+    pub(crate) fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> PyResult<T>) -> PyResult<T> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(decode_error(freight_core::Error::TooDeep {
@@ -364,7 +71,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         }
     }
 
-    fn utf8(&self, data: &[u8], errors: &std::ffi::CStr) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn utf8(&self, data: &[u8], errors: &std::ffi::CStr) -> PyResult<Bound<'py, PyAny>> {
         // SAFETY: PyUnicode_DecodeUTF8 validates the bytes and returns a new reference or NULL.
         unsafe {
             Bound::from_owned_ptr_or_err(
@@ -581,88 +288,13 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                     .map_err(|err| wrap_decode(py, err, "a frozenset item"))?
                     .into_any()
             }
-            Tag::DateTime => {
-                let f = r.datetime().map_err(e)?;
-                let tz = self.tz(r)?;
-                let std = std_types(py)?;
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("tzinfo", tz)?;
-                kwargs.set_item("fold", f.fold)?;
-                std.datetime
-                    .bind(py)
-                    .call(
-                        (
-                            f.year,
-                            f.month,
-                            f.day,
-                            f.hour,
-                            f.minute,
-                            f.second,
-                            f.microsecond,
-                        ),
-                        Some(&kwargs),
-                    )
-                    .map_err(|err| wrap_decode(py, err, "a datetime"))?
-            }
-            Tag::Date => {
-                let f = r.date().map_err(e)?;
-                std_types(py)?
-                    .date
-                    .bind(py)
-                    .call1((f.year, f.month, f.day))
-                    .map_err(|err| wrap_decode(py, err, "a date"))?
-            }
-            Tag::Time => {
-                let f = r.time().map_err(e)?;
-                let tz = self.tz(r)?;
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("tzinfo", tz)?;
-                kwargs.set_item("fold", f.fold)?;
-                std_types(py)?
-                    .time
-                    .bind(py)
-                    .call((f.hour, f.minute, f.second, f.microsecond), Some(&kwargs))
-                    .map_err(|err| wrap_decode(py, err, "a time"))?
-            }
-            Tag::TimeDelta => {
-                let (days, seconds, micros) = r.timedelta().map_err(e)?;
-                std_types(py)?
-                    .timedelta
-                    .bind(py)
-                    .call1((days, seconds, micros))
-                    .map_err(|err| wrap_decode(py, err, "a timedelta"))?
-            }
-            Tag::Decimal => {
-                let text = r.byte_string("a Decimal").map_err(e)?;
-                let text =
-                    std::str::from_utf8(text).map_err(|_| corrupt("a Decimal is not ASCII"))?;
-                std_types(py)?
-                    .decimal
-                    .bind(py)
-                    .call1((text,))
-                    .map_err(|err| wrap_decode(py, err, "a Decimal"))?
-            }
-            Tag::Uuid => {
-                let (bytes, safe) = r.uuid().map_err(e)?;
-                let std = std_types(py)?;
-                let safe = std
-                    .safe_uuid
-                    .bind(py)
-                    .call1((if safe == 1 { None } else { Some(safe) },))
-                    .map_err(|err| wrap_decode(py, err, "a UUID"))?;
-                let kwargs = PyDict::new(py);
-                kwargs.set_item("bytes", PyBytes::new(py, &bytes))?;
-                kwargs.set_item("is_safe", safe)?;
-                std.uuid.bind(py).call((), Some(&kwargs))?
-            }
-            Tag::Path => {
-                let (flavour, text) = r.path().map_err(e)?;
-                let text = self.utf8(text, c"surrogatepass")?;
-                std_types(py)?.paths[flavour as usize]
-                    .bind(py)
-                    .call1((text,))
-                    .map_err(|err| wrap_decode(py, err, "a path"))?
-            }
+            Tag::DateTime
+            | Tag::Date
+            | Tag::Time
+            | Tag::TimeDelta
+            | Tag::Decimal
+            | Tag::Uuid
+            | Tag::Path => self.stdlib_node(r, tag)?,
             Tag::NdArray => self.nested(|this| this.ndarray(r))?,
             Tag::Ext => self.nested(|this| this.ext(r))?,
             Tag::Pickle => self.nested(|this| this.pickle(r))?,
@@ -687,54 +319,6 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             }
         };
         Ok(obj)
-    }
-
-    fn tz(&mut self, r: &mut Reader<'_>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        let py = self.py;
-        let std = std_types(py)?;
-        let tag = r.tag().map_err(decode_error)?;
-        Ok(match tag {
-            Tag::TzNone => None,
-            Tag::TzUtc => Some(std.utc.bind(py).clone()),
-            Tag::TzFixed => {
-                let (offset_us, name) = r.tz_fixed().map_err(decode_error)?;
-                let delta = std
-                    .timedelta
-                    .bind(py)
-                    .call1((0, 0, offset_us))
-                    .map_err(|err| wrap_decode(py, err, "a tz offset"))?;
-                let tz = match name {
-                    Some(name) => std
-                        .timezone
-                        .bind(py)
-                        .call1((delta, self.utf8(name, c"surrogatepass")?)),
-                    None => std.timezone.bind(py).call1((delta,)),
-                };
-                Some(tz.map_err(|err| wrap_decode(py, err, "a timezone"))?)
-            }
-            Tag::TzZoneInfo => {
-                let key = r.byte_string("a zoneinfo key").map_err(decode_error)?;
-                let key =
-                    std::str::from_utf8(key).map_err(|_| corrupt("a zoneinfo key is not UTF-8"))?;
-                let zoneinfo = std.zoneinfo.as_ref().ok_or_else(|| {
-                    crate::errors::MissingDependencyError::new_err(
-                        "the payload holds a zoneinfo timezone but zoneinfo is unavailable",
-                    )
-                })?;
-                Some(
-                    zoneinfo
-                        .bind(py)
-                        .call1((key,))
-                        .map_err(|err| wrap_decode(py, err, "a zoneinfo timezone"))?,
-                )
-            }
-            other => {
-                return Err(corrupt(format!(
-                    "a {} node where a tzinfo belongs",
-                    other.name()
-                )))
-            }
-        })
     }
 
     fn ndarray(&mut self, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyAny>> {

@@ -8,12 +8,13 @@
 
 use std::sync::Arc;
 
-use freight_core::{DateTimeFields, Tag, TreeWriter};
+use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::buffer::{Owner, RawBuffer};
+pub use crate::dispatch::{is_pickle_atomic_type, Dispatch};
 use crate::errors::{EncodeError, EncodeResult, SerializationError};
 use crate::memo::PtrMap;
 use crate::types::{ndarray_type, std_types};
@@ -87,71 +88,6 @@ impl EncodeState {
     }
 }
 
-/// The registry as the walker sees it: the exact-type dict and the predicate list of a
-/// `freight.Registry`, both updated in place by Python when registrations change.
-pub struct Dispatch<'py> {
-    pub types: Bound<'py, PyDict>,
-    pub predicates: Bound<'py, PyList>,
-}
-
-impl<'py> Dispatch<'py> {
-    pub fn is_empty(&self) -> bool {
-        self.types.is_empty() && self.predicates.is_empty()
-    }
-
-    #[inline]
-    pub fn exact(&self, ty: &Bound<'py, PyType>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.types.get_item(ty)
-    }
-
-    /// MRO, then `supported(obj)` predicates.
-    pub fn slow(&self, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if self.is_empty() {
-            return Ok(None);
-        }
-        let ty = obj.get_type();
-        if !self.types.is_empty() {
-            for base in crate::types::mro_bases(&ty)?.iter().skip(1) {
-                if let Some(entry) = self.types.get_item(&base)? {
-                    return Ok(Some(entry));
-                }
-            }
-        }
-        for entry in self.predicates.iter() {
-            if entry
-                .call_method1(pyo3::intern!(obj.py(), "accepts"), (obj,))?
-                .is_truthy()?
-            {
-                return Ok(Some(entry));
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// Types pickle saves itself without consulting `reducer_override`.
-pub fn is_pickle_atomic_type(py: Python<'_>, ty: &Bound<'_, PyAny>) -> bool {
-    let ptr = ty.as_ptr();
-    let _ = py;
-    unsafe {
-        [
-            (&raw mut ffi::PyLong_Type).cast::<ffi::PyObject>(),
-            (&raw mut ffi::PyFloat_Type).cast(),
-            (&raw mut ffi::PyBool_Type).cast(),
-            (&raw mut ffi::PyUnicode_Type).cast(),
-            (&raw mut ffi::PyBytes_Type).cast(),
-            (&raw mut ffi::PyByteArray_Type).cast(),
-            (&raw mut ffi::PyList_Type).cast(),
-            (&raw mut ffi::PyTuple_Type).cast(),
-            (&raw mut ffi::PyDict_Type).cast(),
-            (&raw mut ffi::PySet_Type).cast(),
-            (&raw mut ffi::PyFrozenSet_Type).cast(),
-            ffi::Py_TYPE(ffi::Py_None()).cast(),
-        ]
-        .contains(&ptr)
-    }
-}
-
 #[derive(Clone, Copy)]
 struct MemoEntry {
     slot: u32,
@@ -161,20 +97,20 @@ struct MemoEntry {
 }
 
 pub struct Walker<'a, 'py> {
-    py: Python<'py>,
-    dispatch: &'a Dispatch<'py>,
+    pub(crate) py: Python<'py>,
+    pub(crate) dispatch: &'a Dispatch<'py>,
     pub state: &'a mut EncodeState,
-    w: TreeWriter,
+    pub(crate) w: TreeWriter,
     memo: PtrMap<MemoEntry>,
-    next_slot: u32,
-    depth: usize,
+    pub(crate) next_slot: u32,
+    pub(crate) depth: usize,
     /// Inside a pickle external (an array or registered object found by the pickler): anything
     /// unsupported is an error, not a reason to fall back.
-    external: bool,
-    overrides: bool,
+    pub(crate) external: bool,
+    pub(crate) overrides: bool,
     /// Objects created during the walk (serializer metadata): kept alive so that their
     /// addresses, used as memo keys, are not reused within this walk.
-    keep_alive: Vec<Bound<'py, PyAny>>,
+    pub(crate) keep_alive: Vec<Bound<'py, PyAny>>,
 }
 
 #[inline]
@@ -212,7 +148,7 @@ impl<'a, 'py> Walker<'a, 'py> {
     /// Memo bookkeeping for an object about to be written. Returns true when a reference was
     /// written instead (the object was seen before).
     #[inline]
-    fn memo_seen(
+    pub(crate) fn memo_seen(
         &mut self,
         ptr: *mut ffi::PyObject,
         shared: bool,
@@ -249,7 +185,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         }
     }
 
-    fn unsupported<T>(&self, what: &str) -> EncodeResult<T> {
+    pub(crate) fn unsupported<T>(&self, what: &str) -> EncodeResult<T> {
         if self.external {
             Err(EncodeError::Py(SerializationError::new_err(format!(
                 "cannot encode {what} inside a serializer's metadata; metadata must hold only builtins, \
@@ -572,108 +508,8 @@ impl<'a, 'py> Walker<'a, 'py> {
         Err(EncodeError::Unsupported)
     }
 
-    /// datetime, date, time, timedelta, Decimal, UUID and pathlib paths, by exact type.
-    fn stdlib(
-        &mut self,
-        obj: &Bound<'py, PyAny>,
-        ty: &Bound<'py, PyType>,
-        std: &crate::types::StdTypes,
-        shared: bool,
-    ) -> EncodeResult<Option<()>> {
-        use pyo3::types::{PyDate, PyDateTime, PyDelta, PyTime};
-        use pyo3::types::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
-        let ptr = obj.as_ptr();
-        let start = self.w.len();
-        let slot = self.next_slot;
-        macro_rules! memo_or_return {
-            () => {
-                if self.memo_seen(ptr, shared, true)? {
-                    return Ok(Some(()));
-                }
-            };
-        }
-        if ty.is(&std.datetime) {
-            memo_or_return!();
-            let dt = unsafe { obj.cast_unchecked::<PyDateTime>() };
-            self.w.datetime(&DateTimeFields {
-                year: dt.get_year() as u16,
-                month: dt.get_month(),
-                day: dt.get_day(),
-                hour: dt.get_hour(),
-                minute: dt.get_minute(),
-                second: dt.get_second(),
-                microsecond: dt.get_microsecond(),
-                fold: dt.get_fold() as u8,
-            });
-            let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
-            if !self.tz(&tz, std)? {
-                return self
-                    .rollback(start, slot, ptr, shared, "a datetime with this tzinfo")
-                    .map(Some);
-            }
-        } else if ty.is(&std.date) {
-            memo_or_return!();
-            let d = unsafe { obj.cast_unchecked::<PyDate>() };
-            self.w.date(&DateTimeFields {
-                year: d.get_year() as u16,
-                month: d.get_month(),
-                day: d.get_day(),
-                ..Default::default()
-            });
-        } else if ty.is(&std.time) {
-            memo_or_return!();
-            let t = unsafe { obj.cast_unchecked::<PyTime>() };
-            self.w.time(&DateTimeFields {
-                hour: t.get_hour(),
-                minute: t.get_minute(),
-                second: t.get_second(),
-                microsecond: t.get_microsecond(),
-                fold: t.get_fold() as u8,
-                ..Default::default()
-            });
-            let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
-            if !self.tz(&tz, std)? {
-                return self
-                    .rollback(start, slot, ptr, shared, "a time with this tzinfo")
-                    .map(Some);
-            }
-        } else if ty.is(&std.timedelta) {
-            memo_or_return!();
-            let d = unsafe { obj.cast_unchecked::<PyDelta>() };
-            self.w.timedelta(
-                d.get_days(),
-                d.get_seconds() as u32,
-                d.get_microseconds() as u32,
-            );
-        } else if ty.is(&std.decimal) {
-            memo_or_return!();
-            let text = obj.str()?;
-            self.w.byte_string(Tag::Decimal, text.to_str()?.as_bytes());
-        } else if ty.is(&std.uuid) {
-            memo_or_return!();
-            let bytes = obj.getattr(pyo3::intern!(self.py, "bytes"))?;
-            let bytes: [u8; 16] = bytes
-                .extract::<&[u8]>()?
-                .try_into()
-                .map_err(|_| SerializationError::new_err("UUID.bytes is not 16 bytes"))?;
-            let safe = obj
-                .getattr(pyo3::intern!(self.py, "is_safe"))?
-                .getattr(pyo3::intern!(self.py, "value"))?;
-            let safe: i8 = if safe.is_none() { 1 } else { safe.extract()? };
-            self.w.uuid(&bytes, safe);
-        } else if let Some(flavour) = std.paths.iter().position(|p| ty.is(p)) {
-            memo_or_return!();
-            let text = obj.str()?;
-            let encoded = text.call_method1("encode", ("utf-8", "surrogatepass"))?;
-            self.w.path(flavour as u8, encoded.extract::<&[u8]>()?);
-        } else {
-            return Ok(None);
-        }
-        Ok(Some(()))
-    }
-
     /// Undoes a partly written node whose contents turned out to be unsupported.
-    fn rollback(
+    pub(crate) fn rollback(
         &mut self,
         start: usize,
         slot: u32,
@@ -687,55 +523,6 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.next_slot = slot;
         }
         self.unsupported(what)
-    }
-
-    /// Writes a tz node; false when the tzinfo has no native encoding (pytz, dateutil, ...).
-    fn tz(&mut self, tz: &Bound<'py, PyAny>, std: &crate::types::StdTypes) -> EncodeResult<bool> {
-        if tz.is_none() {
-            self.w.tz_none();
-            return Ok(true);
-        }
-        if tz.is(&std.utc) {
-            self.w.tz_utc();
-            return Ok(true);
-        }
-        let ty = tz.get_type();
-        if ty.is(&std.timezone) {
-            let args = tz.call_method0(pyo3::intern!(self.py, "__getinitargs__"))?;
-            let args = args.cast::<PyTuple>().map_err(PyErr::from)?;
-            let offset = args.get_item(0)?;
-            let offset = unsafe { offset.cast_unchecked::<pyo3::types::PyDelta>() };
-            use pyo3::types::PyDeltaAccess;
-            let us = (offset.get_days() as i64 * 86_400 + offset.get_seconds() as i64) * 1_000_000
-                + offset.get_microseconds() as i64;
-            if args.len() > 1 {
-                let name = args.get_item(1)?;
-                let name = name
-                    .cast::<PyString>()
-                    .map_err(PyErr::from)?
-                    .call_method1("encode", ("utf-8", "surrogatepass"))?;
-                self.w.tz_fixed(us, Some(name.extract::<&[u8]>()?));
-            } else {
-                self.w.tz_fixed(us, None);
-            }
-            return Ok(true);
-        }
-        if let Some(zoneinfo) = &std.zoneinfo {
-            if ty.is(zoneinfo) {
-                let key = tz.getattr(pyo3::intern!(self.py, "key"))?;
-                if key.is_none() {
-                    return Ok(false);
-                }
-                self.w.tz_zoneinfo(
-                    key.cast::<PyString>()
-                        .map_err(PyErr::from)?
-                        .to_str()?
-                        .as_bytes(),
-                );
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
     /// An object handled by a registered serializer.

@@ -4,12 +4,15 @@
 mod buffer;
 mod codec;
 mod decode;
+mod dispatch;
 mod encode;
 mod errors;
 mod inspect;
 mod memo;
 mod numpy;
+mod payload;
 mod pickle_bridge;
+mod stdlib;
 mod types;
 
 use pyo3::prelude::*;

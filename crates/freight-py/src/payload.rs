@@ -1,0 +1,304 @@
+//! A payload being decoded: the exported input buffer(s), the checked header, the resolved
+//! serializer entries and the frames, with their checksums verified on first use.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use freight_core::checksum;
+use freight_core::envelope::{self, Header, Limits};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
+
+use crate::buffer::{frame_memoryview, maybe_detach, FrameBuffer, Owner, RawBuffer};
+use crate::errors::{decode_error, DeserializationError, UnsafePayloadError};
+
+pub struct Options {
+    pub allow_pickle: bool,
+    pub zero_copy: bool,
+    pub verify: bool,
+}
+
+pub(crate) struct FrameSlot {
+    owner: Arc<RawBuffer>,
+    offset: usize,
+    pub(crate) len: usize,
+    checksum: Option<u64>,
+    verified: Cell<bool>,
+}
+
+impl FrameSlot {
+    fn bytes(&self) -> &[u8] {
+        &self.owner.as_slice()[self.offset..self.offset + self.len]
+    }
+}
+
+/// Everything a decode needs, owned, so that the pickle bridge can hold it while pickle runs.
+pub struct DecodeCtx {
+    pub(crate) frames: Vec<FrameSlot>,
+    tree_owner: Arc<RawBuffer>,
+    tree_offset: usize,
+    tree_len: usize,
+    pub(crate) entries: Vec<Py<PyAny>>,
+    pub producer: Option<String>,
+    pub opts: Options,
+}
+
+fn check_allowed(
+    py: Python<'_>,
+    header: &Header<'_>,
+    registry: &Bound<'_, PyAny>,
+    opts: &Options,
+) -> PyResult<Vec<Py<PyAny>>> {
+    if header.needs_pickle() && !opts.allow_pickle {
+        return Err(UnsafePayloadError::new_err(
+            "the payload needs pickle to load (it holds objects freight encodes with pickle, or a serializer \
+             marked unsafe), and allow_pickle=False refuses that; load it with allow_pickle=True only if you \
+             trust its source",
+        ));
+    }
+    let mut entries = Vec::with_capacity(header.tags.len());
+    for tag in &header.tags {
+        let entry = registry.call_method1(pyo3::intern!(py, "by_tag"), (*tag,))?;
+        if !opts.allow_pickle
+            && !entry
+                .getattr(pyo3::intern!(py, "safe"))?
+                .extract::<bool>()?
+        {
+            return Err(UnsafePayloadError::new_err(format!(
+                "the payload uses serializer {tag:?}, which is marked unsafe (its decoding can run arbitrary code), \
+                 and allow_pickle=False refuses that"
+            )));
+        }
+        entries.push(entry.unbind());
+    }
+    Ok(entries)
+}
+
+fn producer(header: &Header<'_>) -> Option<String> {
+    if header.versions.is_empty() {
+        return None;
+    }
+    Some(
+        header
+            .versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+/// Exports the input: `bytes` read-only (cheap), anything else writable when it can be.
+pub fn export_input(obj: &Bound<'_, PyAny>) -> PyResult<RawBuffer> {
+    let result = if obj.is_exact_instance_of::<PyBytes>() {
+        RawBuffer::simple(obj)
+    } else {
+        RawBuffer::prefer_writable(obj)
+    };
+    result.map_err(|err| {
+        let new =
+            DeserializationError::new_err(format!(
+            "freight can only load from a buffer (bytes, bytearray, memoryview, mmap, ...), not {}",
+            obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+        ));
+        new.set_cause(obj.py(), Some(err));
+        new
+    })
+}
+
+impl DecodeCtx {
+    /// A payload in one buffer (`dumps` output).
+    pub fn contiguous(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        registry: &Bound<'_, PyAny>,
+        opts: Options,
+    ) -> PyResult<Self> {
+        let input = Arc::new(export_input(data)?);
+        let buf = input.as_slice();
+        let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
+        let entries = check_allowed(py, &header, registry, &opts)?;
+        let ranges = envelope::locate_frames(&header, buf).map_err(decode_error)?;
+        let frames = ranges
+            .into_iter()
+            .zip(&header.frames)
+            .map(|(range, info)| FrameSlot {
+                owner: input.clone(),
+                offset: range.start,
+                len: range.len(),
+                checksum: info.checksum,
+                verified: Cell::new(false),
+            })
+            .collect();
+        let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
+        Ok(Self {
+            frames,
+            tree_offset,
+            tree_len: header.tree.len(),
+            entries,
+            producer: producer(&header),
+            opts,
+            tree_owner: input,
+        })
+    }
+
+    /// A payload as a list of buffers (`dumps_frames` output): header first, then each frame.
+    pub fn from_frames(
+        py: Python<'_>,
+        parts: &Bound<'_, PyList>,
+        registry: &Bound<'_, PyAny>,
+        opts: Options,
+    ) -> PyResult<Self> {
+        if parts.is_empty() {
+            return Err(DeserializationError::new_err(
+                "loads_frames needs at least one buffer (the header)",
+            ));
+        }
+        let head = Arc::new(export_input(&parts.get_item(0)?)?);
+        let buf = head.as_slice();
+        let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
+        if header.len != buf.len() {
+            return Err(DeserializationError::new_err(format!(
+                "the first frame must be exactly the header ({} bytes) but holds {} bytes",
+                header.len,
+                buf.len()
+            )));
+        }
+        if parts.len() != header.frames.len() + 1 {
+            return Err(DeserializationError::new_err(format!(
+                "the header lists {} frames but {} buffers follow it",
+                header.frames.len(),
+                parts.len() - 1
+            )));
+        }
+        let entries = check_allowed(py, &header, registry, &opts)?;
+        let mut frames = Vec::with_capacity(header.frames.len());
+        for (i, info) in header.frames.iter().enumerate() {
+            let owner = Arc::new(export_input(&parts.get_item(i + 1)?)?);
+            if owner.len() as u64 != info.stored_len {
+                return Err(DeserializationError::new_err(format!(
+                    "frame {i} holds {} bytes but the header says {}",
+                    owner.len(),
+                    info.stored_len
+                )));
+            }
+            let len = owner.len();
+            frames.push(FrameSlot {
+                owner,
+                offset: 0,
+                len,
+                checksum: info.checksum,
+                verified: Cell::new(false),
+            });
+        }
+        let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
+        Ok(Self {
+            frames,
+            tree_offset,
+            tree_len: header.tree.len(),
+            entries,
+            producer: producer(&header),
+            opts,
+            tree_owner: head,
+        })
+    }
+
+    pub fn tree(&self) -> &[u8] {
+        &self.tree_owner.as_slice()[self.tree_offset..self.tree_offset + self.tree_len]
+    }
+
+    pub(crate) fn slot(&self, index: u32) -> PyResult<&FrameSlot> {
+        self.frames.get(index as usize).ok_or_else(|| {
+            DeserializationError::new_err(format!(
+                "corrupt freight payload: a node refers to frame {index} but the payload has {} frames",
+                self.frames.len()
+            ))
+        })
+    }
+
+    fn verify_slot(&self, py: Python<'_>, index: u32, slot: &FrameSlot) -> PyResult<()> {
+        if self.opts.verify && !slot.verified.get() {
+            if let Some(stored) = slot.checksum {
+                let data = slot.bytes();
+                let computed = maybe_detach(py, data.len(), || checksum::hash(data));
+                if computed != stored {
+                    return Err(decode_error(freight_core::Error::Checksum {
+                        what: format!("frame {index}"),
+                        stored,
+                        computed,
+                    }));
+                }
+            }
+        }
+        slot.verified.set(true);
+        Ok(())
+    }
+
+    /// The verified bytes of a frame.
+    pub fn frame_bytes(&self, py: Python<'_>, index: u32) -> PyResult<&[u8]> {
+        let slot = self.slot(index)?;
+        self.verify_slot(py, index, slot)?;
+        Ok(slot.bytes())
+    }
+
+    /// Whether a view of this frame may be writable.
+    pub(crate) fn writable(&self, slot: &FrameSlot) -> bool {
+        !self.opts.zero_copy && !slot.owner.readonly()
+    }
+
+    /// A memoryview of a frame (verified), writable when the input is and zero_copy is off.
+    pub fn frame_view<'py>(
+        &self,
+        py: Python<'py>,
+        index: u32,
+        want_writable: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let slot = self.slot(index)?;
+        self.verify_slot(py, index, slot)?;
+        let writable = want_writable && self.writable(slot);
+        let data = slot.bytes();
+        frame_memoryview(
+            py,
+            FrameBuffer::new(
+                Owner::Buffer(slot.owner.clone()),
+                data.as_ptr(),
+                data.len(),
+                !writable,
+            ),
+        )
+    }
+
+    /// Copies a frame into `dst`, verifying its checksum on the way (one pass over the bytes).
+    pub(crate) fn copy_frame(&self, py: Python<'_>, index: u32, dst: &mut [u8]) -> PyResult<()> {
+        let slot = self.slot(index)?;
+        let src = slot.bytes();
+        let check = self.opts.verify && !slot.verified.get() && slot.checksum.is_some();
+        let computed = maybe_detach(py, src.len(), || {
+            if check {
+                Some(checksum::copy_and_hash(dst, src))
+            } else {
+                checksum::copy_parallel(dst, src);
+                None
+            }
+        });
+        if let (Some(computed), Some(stored)) = (computed, slot.checksum) {
+            if computed != stored {
+                return Err(decode_error(freight_core::Error::Checksum {
+                    what: format!("frame {index}"),
+                    stored,
+                    computed,
+                }));
+            }
+        }
+        slot.verified.set(true);
+        Ok(())
+    }
+
+    /// Verifies the frames no node used, so that a change anywhere in the payload is caught.
+    pub fn verify_rest(&self, py: Python<'_>) -> PyResult<()> {
+        for (i, slot) in self.frames.iter().enumerate() {
+            self.verify_slot(py, i as u32, slot)?;
+        }
+        Ok(())
+    }
+}
