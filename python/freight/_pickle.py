@@ -46,13 +46,16 @@ def _cloud_pickler_class() -> Any:
     if _CloudPickler is None:
         import cloudpickle
 
+        _cloud_reduce = cloudpickle.Pickler.reducer_override
+        _cloud_init = cloudpickle.Pickler.__init__
+
         class CloudPickler(cloudpickle.Pickler):
             """cloudpickle, asking freight's sink first: the hook is a native callable that tries
             the sink, then cloudpickle's own reducer_override (looked up on the instance at init)."""
 
             def __init__(self, file: io.BytesIO, sink: Any):
-                self.reducer_override = sink.chain(cloudpickle.Pickler.reducer_override.__get__(self))
-                super().__init__(file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
+                self.reducer_override = sink.chain(_cloud_reduce.__get__(self))
+                _cloud_init(self, file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
 
         _CloudPickler = CloudPickler
     return _CloudPickler
@@ -80,8 +83,8 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
             return file.getvalue(), False
         except (NeedsCloudpickle, pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError):
             pass
+        sink.begin(True)  # forget what the failed attempt encoded
     file = io.BytesIO()
-    sink.begin(True)
     pickler = _pickler(True, file, sink)
     try:
         pickler.dump(obj)
@@ -109,20 +112,26 @@ def _external(pid: int) -> Any:
     """What ``reducer_override`` wrote for arrays and registered objects: decoded by the freight
     load that is running this unpickling (a stack, since a ``__setstate__`` may load again)."""
     stack = getattr(_loading, "sources", None)
-    if not stack:
-        raise DeserializationError("a freight external was found outside a freight load; load the payload with freight.loads")
+    if not stack or stack[-1] is None:
+        raise DeserializationError(
+            "corrupt freight payload: its pickle refers to an external object the payload does not hold "
+            "(or it was loaded without freight.loads)"
+        )
     return stack[-1].persistent_load(pid)
 
 
 def load(data: Any, buffers: list[Any], source: Any, producer: str | None) -> Any:
-    """Unpickles a stream written by :func:`dump`; ``source.persistent_load`` decodes externals."""
-    unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
-    unpickler.persistent_load = source.persistent_load  # type: ignore[method-assign]
+    """Unpickles a stream written by :func:`dump`; ``source.persistent_load`` decodes externals
+    (``source`` is None when the payload has none)."""
     stack = getattr(_loading, "sources", None)
     if stack is None:
         stack = _loading.sources = []
     stack.append(source)
     try:
+        if source is None:
+            return pickle.loads(data, buffers=buffers)
+        unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
+        unpickler.persistent_load = source.persistent_load  # type: ignore[method-assign]
         return unpickler.load()
     except DeserializationError:
         raise

@@ -53,9 +53,13 @@ impl Encoded {
     }
 }
 
-fn python_version(py: Python<'_>) -> String {
-    let v = py.version_info();
-    format!("{}.{}", v.major, v.minor)
+/// "3.11": the producer version a pickle payload records (code objects are version-specific).
+fn python_version(py: Python<'_>) -> &'static str {
+    static VERSION: pyo3::sync::PyOnceLock<String> = pyo3::sync::PyOnceLock::new();
+    VERSION.get_or_init(py, || {
+        let v = py.version_info();
+        format!("{}.{}", v.major, v.minor)
+    })
 }
 
 impl Codec {
@@ -96,16 +100,17 @@ impl Codec {
         obj: &Bound<'_, PyAny>,
         ext_cache: crate::memo::PtrMap<(Py<PyAny>, Py<PyAny>)>,
     ) -> PyResult<Encoded> {
+        let cloud_first = crate::pickle_bridge::by_reference_fails(py, obj)?.is_some();
         let sink = Bound::new(
             py,
             PickleSink::new(
                 self.types.clone_ref(py),
                 self.predicates.clone_ref(py),
                 ext_cache,
+                cloud_first,
             ),
         )?;
         let module = crate::types::pickle_bridge(py)?;
-        let cloud_first = crate::pickle_bridge::by_reference_fails(py, obj)?.is_some();
         let out = module
             .getattr(pyo3::intern!(py, "dump"))?
             .call1((obj, &sink, cloud_first))?;
@@ -114,7 +119,7 @@ impl Codec {
         let cloud: bool = out.get_item(1)?.extract()?;
         let (mut state, externals, buffers, _) = sink.borrow().take();
         state.needs_pickle = true;
-        let mut versions = vec![("python".to_owned(), python_version(py))];
+        let mut versions = vec![("python".to_owned(), python_version(py).to_owned())];
         if cloud {
             let version = crate::types::cloudpickle_version(py)?.to_owned();
             versions.push(("cloudpickle".to_owned(), version));

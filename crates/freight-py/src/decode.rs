@@ -417,14 +417,15 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             .iter()
             .map(|ext| (ext.as_ptr() as usize - base, ext.len()))
             .collect();
-        let source = Bound::new(py, PickleSource::new(ctx.clone(), externals))?;
+        let externals: Vec<(usize, usize)> = externals;
         let module = crate::types::pickle_bridge(py)?;
-        let out = module.getattr(pyo3::intern!(py, "load"))?.call1((
-            data,
-            buffers,
-            &source,
-            ctx.producer.as_deref(),
-        ));
+        let load = module.getattr(pyo3::intern!(py, "load"))?;
+        if externals.is_empty() {
+            // Nothing to hand back to freight: plain pickle.loads, no source to set up.
+            return load.call1((data, buffers, py.None(), ctx.producer.as_deref()));
+        }
+        let source = Bound::new(py, PickleSource::new(ctx.clone(), externals))?;
+        let out = load.call1((data, buffers, &source, ctx.producer.as_deref()));
         source.borrow().close();
         out
     }

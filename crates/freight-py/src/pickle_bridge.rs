@@ -57,6 +57,7 @@ impl PickleSink {
         types: Py<PyDict>,
         predicates: Py<PyList>,
         ext_cache: PtrMap<(Py<PyAny>, Py<PyAny>)>,
+        cloud: bool,
     ) -> Self {
         Self {
             types,
@@ -69,7 +70,7 @@ impl PickleSink {
                 externals: Vec::new(),
                 buffers: Vec::new(),
                 seen: PtrMap::default(),
-                cloud: false,
+                cloud,
             }),
         }
     }
@@ -87,9 +88,23 @@ impl PickleSink {
     }
 }
 
+/// bytes or bytearray large enough to travel as a frame.
+fn is_big_bytes(ptr: *mut ffi::PyObject) -> bool {
+    // SAFETY: ptr is a live object; the size calls match its exact type.
+    unsafe {
+        let ty = ffi::Py_TYPE(ptr);
+        (ty == &raw mut ffi::PyBytes_Type && ffi::PyBytes_Size(ptr) as usize >= FRAME_MIN)
+            || (ty == &raw mut ffi::PyByteArray_Type
+                && ffi::PyByteArray_Size(ptr) as usize >= FRAME_MIN)
+    }
+}
+
 /// Plain pickle stores functions and classes by reference; that reference does not resolve on
 /// the other side for lambdas, locals and anything defined in `__main__`.
-pub fn by_reference_fails(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+pub fn by_reference_fails(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+) -> PyResult<Option<&'static str>> {
     let is_type = unsafe { ffi::PyType_Check(obj.as_ptr()) } != 0;
     if !is_type && !obj.get_type().is(&std_types(py)?.function) {
         return Ok(None);
@@ -98,7 +113,7 @@ pub fn by_reference_fails(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Op
     if let Some(module) = module {
         if let Ok(module) = module.cast::<PyString>() {
             if module.to_str()? == "__main__" {
-                return Ok(Some("defined in __main__".into()));
+                return Ok(Some("it is defined in __main__"));
             }
         }
     }
@@ -106,7 +121,7 @@ pub fn by_reference_fails(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Op
         if let Ok(qualname) = qualname.cast::<PyString>() {
             let q = qualname.to_str()?;
             if q.contains("<lambda>") || q.contains("<locals>") {
-                return Ok(Some(format!("{q} is a lambda or a local")));
+                return Ok(Some("it is a lambda or a local"));
             }
         }
     }
@@ -242,7 +257,17 @@ static EXTERNAL_LOADER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 impl PickleSink {
     fn external(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+        // The common case, first and cheap: nothing registered, not an array, and (with
+        // cloudpickle) no by-reference check to make.
         let ptr = obj.as_ptr();
+        if self.types.bind(py).is_empty()
+            && self.predicates.bind(py).is_empty()
+            && self.inner.borrow().cloud
+            && !ndarray_type(py).is_some_and(|t| obj.get_type().is(t))
+            && !is_big_bytes(ptr)
+        {
+            return Ok(None);
+        }
         let ty = unsafe { ffi::Py_TYPE(ptr) };
         let types = self.types.bind(py);
         let plain = unsafe {
@@ -265,11 +290,8 @@ impl PickleSink {
             types: types.clone(),
             predicates: self.predicates.bind(py).clone(),
         };
-        let is_big_bytes = unsafe {
-            (ty == &raw mut ffi::PyBytes_Type && ffi::PyBytes_Size(ptr) as usize >= FRAME_MIN)
-                || (ty == &raw mut ffi::PyByteArray_Type
-                    && ffi::PyByteArray_Size(ptr) as usize >= FRAME_MIN)
-        };
+        let is_big_bytes = is_big_bytes(ptr);
+
         let entry = if is_big_bytes || plain && types.is_empty() {
             None
         } else {
@@ -282,7 +304,7 @@ impl PickleSink {
             None if !is_big_bytes && !is_array && !plain => {
                 if !self.inner.borrow().cloud {
                     if let Some(why) = by_reference_fails(py, obj)? {
-                        return Err(needs_cloudpickle(py, why));
+                        return Err(needs_cloudpickle(py, why.to_owned()));
                     }
                 }
                 dispatch.slow(obj)?
