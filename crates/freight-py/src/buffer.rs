@@ -110,7 +110,16 @@ impl RawBuffer {
 
 impl Drop for RawBuffer {
     fn drop(&mut self) {
-        Python::attach(|_| unsafe { ffi::PyBuffer_Release(&mut *self.view) });
+        // Almost always dropped while attached (inside a call from Python, or a pyclass dealloc):
+        // release directly, and attach only in the rare other case.
+        // SAFETY: the view is a valid export, released exactly once, while attached.
+        unsafe {
+            if ffi::PyGILState_Check() == 1 {
+                ffi::PyBuffer_Release(&mut *self.view);
+            } else {
+                Python::attach(|_| ffi::PyBuffer_Release(&mut *self.view));
+            }
+        }
     }
 }
 
