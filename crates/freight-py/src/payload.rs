@@ -106,6 +106,18 @@ pub fn export_input(obj: &Bound<'_, PyAny>) -> PyResult<RawBuffer> {
     })
 }
 
+/// IntegrityError naming the frame unless the checksums agree.
+fn same_checksum(index: u32, stored: u64, computed: u64) -> PyResult<()> {
+    if computed == stored {
+        return Ok(());
+    }
+    Err(decode_error(freight_core::Error::Checksum {
+        what: format!("frame {index}"),
+        stored,
+        computed,
+    }))
+}
+
 impl DecodeCtx {
     /// A payload in one buffer (`dumps` output).
     pub fn contiguous(
@@ -221,13 +233,7 @@ impl DecodeCtx {
             if let Some(stored) = slot.checksum {
                 let data = slot.bytes();
                 let computed = maybe_detach(py, data.len(), || checksum::hash(data));
-                if computed != stored {
-                    return Err(decode_error(freight_core::Error::Checksum {
-                        what: format!("frame {index}"),
-                        stored,
-                        computed,
-                    }));
-                }
+                same_checksum(index, stored, computed)?;
             }
         }
         slot.verified.set(true);
@@ -282,13 +288,7 @@ impl DecodeCtx {
             }
         });
         if let (Some(computed), Some(stored)) = (computed, slot.checksum) {
-            if computed != stored {
-                return Err(decode_error(freight_core::Error::Checksum {
-                    what: format!("frame {index}"),
-                    stored,
-                    computed,
-                }));
-            }
+            same_checksum(index, stored, computed)?;
         }
         slot.verified.set(true);
         Ok(())
