@@ -4,7 +4,7 @@
 use crate::checksum;
 use crate::error::{Error, Result};
 use crate::reader::Reader;
-use crate::varint::{put_uvarint, uvarint_len};
+use crate::varint::put_uvarint;
 
 pub const MAGIC: [u8; 4] = *b"\x89FRT";
 pub const VERSION: u8 = 1;
@@ -93,18 +93,21 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Lays an envelope out and writes its header. Frame checksums are patched in as the frames are
-/// copied, then `finish` seals the header with its own checksum.
+/// Lays an envelope out and writes it. The header is written straight into the output (no
+/// intermediate copy of the tree); frame checksums are patched in as the frames are copied, and
+/// the header checksum is computed last, over the header as written.
 #[derive(Debug, Clone)]
-pub struct EnvelopeWriter {
-    header: Vec<u8>,
+pub struct EnvelopeWriter<'a> {
+    /// Magic, version, flags, header length, meta section and frame table.
+    prefix: Vec<u8>,
+    tree: &'a [u8],
+    /// Where each frame's checksum sits in `prefix`, when it has one.
     checksum_at: Vec<Option<usize>>,
     frame_lens: Vec<u64>,
-    finished: bool,
 }
 
-impl EnvelopeWriter {
-    pub fn new(spec: &EnvelopeSpec<'_>) -> Self {
+impl<'a> EnvelopeWriter<'a> {
+    pub fn new(spec: &EnvelopeSpec<'a>) -> Self {
         let mut flag_bits = 0u8;
         if spec.needs_pickle {
             flag_bits |= flags::NEEDS_PICKLE;
@@ -117,66 +120,61 @@ impl EnvelopeWriter {
             flag_bits |= flags::FRAMES;
         }
 
-        let mut body = Vec::with_capacity(spec.tree.len() + 16 + spec.frame_lens.len() * 20);
+        // Meta section and frame table first, to know the header body's length.
+        let mut sections = Vec::new();
         if has_meta {
-            put_uvarint(&mut body, spec.tags.len() as u64);
+            put_uvarint(&mut sections, spec.tags.len() as u64);
             for tag in &spec.tags {
-                put_str(&mut body, tag);
+                put_str(&mut sections, tag);
             }
-            put_uvarint(&mut body, spec.versions.len() as u64);
+            put_uvarint(&mut sections, spec.versions.len() as u64);
             for (name, version) in &spec.versions {
-                put_str(&mut body, name);
-                put_str(&mut body, version);
+                put_str(&mut sections, name);
+                put_str(&mut sections, version);
             }
         }
-        let mut checksum_at_body = Vec::with_capacity(spec.frame_lens.len());
+        let mut checksum_at = Vec::with_capacity(spec.frame_lens.len());
         if !spec.frame_lens.is_empty() {
-            put_uvarint(&mut body, spec.frame_lens.len() as u64);
+            put_uvarint(&mut sections, spec.frame_lens.len() as u64);
             for &len in &spec.frame_lens {
-                body.push(if spec.checksums {
+                sections.push(if spec.checksums {
                     frame_flags::CHECKSUM
                 } else {
                     0
                 });
-                body.push(codec::NONE);
-                put_uvarint(&mut body, len);
+                sections.push(codec::NONE);
+                put_uvarint(&mut sections, len);
                 if spec.checksums {
-                    checksum_at_body.push(Some(body.len()));
-                    body.extend_from_slice(&[0; 8]);
+                    checksum_at.push(Some(sections.len()));
+                    sections.extend_from_slice(&[0; 8]);
                 } else {
-                    checksum_at_body.push(None);
+                    checksum_at.push(None);
                 }
             }
         }
-        body.extend_from_slice(spec.tree);
-
-        let preamble = MAGIC.len() + 2 + uvarint_len(body.len() as u64);
-        let mut header = Vec::with_capacity(preamble + body.len() + HEADER_CHECKSUM_LEN);
-        header.extend_from_slice(&MAGIC);
-        header.push(VERSION);
-        header.push(flag_bits);
-        put_uvarint(&mut header, body.len() as u64);
-        header.extend_from_slice(&body);
-        let checksum_at = checksum_at_body
+        let body_len = (sections.len() + spec.tree.len()) as u64;
+        let mut prefix = Vec::with_capacity(MAGIC.len() + 2 + 10 + sections.len());
+        prefix.extend_from_slice(&MAGIC);
+        prefix.push(VERSION);
+        prefix.push(flag_bits);
+        put_uvarint(&mut prefix, body_len);
+        let preamble = prefix.len();
+        prefix.extend_from_slice(&sections);
+        let checksum_at = checksum_at
             .into_iter()
             .map(|at| at.map(|at| at + preamble))
             .collect();
         Self {
-            header,
+            prefix,
+            tree: spec.tree,
             checksum_at,
             frame_lens: spec.frame_lens.clone(),
-            finished: false,
         }
     }
 
     /// Length of the header including its checksum.
     pub fn header_len(&self) -> usize {
-        self.header.len()
-            + if self.finished {
-                0
-            } else {
-                HEADER_CHECKSUM_LEN
-            }
+        self.prefix.len() + self.tree.len() + HEADER_CHECKSUM_LEN
     }
 
     /// Offsets of the frames in the contiguous (single buffer) layout.
@@ -204,24 +202,22 @@ impl EnvelopeWriter {
         self.frame_lens.len()
     }
 
-    pub fn wants_checksums(&self) -> bool {
-        self.checksum_at.iter().any(Option::is_some)
-    }
-
     pub fn set_frame_checksum(&mut self, frame: usize, value: u64) {
         if let Some(Some(at)) = self.checksum_at.get(frame) {
-            self.header[*at..*at + 8].copy_from_slice(&value.to_le_bytes());
+            self.prefix[*at..*at + 8].copy_from_slice(&value.to_le_bytes());
         }
     }
 
-    /// Seals the header with its checksum and returns it (the first frame of `dumps_frames`).
-    pub fn finish(&mut self) -> &[u8] {
-        if !self.finished {
-            let sum = checksum::hash(&self.header);
-            self.header.extend_from_slice(&sum.to_le_bytes());
-            self.finished = true;
-        }
-        &self.header
+    /// Writes the header, sealed with its checksum, into `out[..header_len()]` (the first
+    /// buffer of `dumps_frames`, or the start of the contiguous layout). Call it after the
+    /// frame checksums are set.
+    pub fn write_header(&self, out: &mut [u8]) {
+        let (prefix, rest) = out.split_at_mut(self.prefix.len());
+        prefix.copy_from_slice(&self.prefix);
+        rest[..self.tree.len()].copy_from_slice(self.tree);
+        let end = self.prefix.len() + self.tree.len();
+        let sum = checksum::hash(&out[..end]);
+        out[end..end + HEADER_CHECKSUM_LEN].copy_from_slice(&sum.to_le_bytes());
     }
 
     /// Writes the whole envelope into `out` (exactly `total_len()` bytes): header, zeroed
@@ -242,8 +238,7 @@ impl EnvelopeWriter {
             }
             end = start + frame.len();
         }
-        let header = self.finish();
-        out[..header.len()].copy_from_slice(header);
+        self.write_header(out);
         Ok(())
     }
 }

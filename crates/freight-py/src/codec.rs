@@ -256,8 +256,10 @@ impl Codec {
                 writer.set_frame_checksum(i, sum);
             }
         }
+        let (header, header_out) = uninit_bytes(py, writer.header_len())?;
+        writer.write_header(header_out);
         let out = PyList::empty(py);
-        out.append(PyBytes::new(py, writer.finish()))?;
+        out.append(header)?;
         for frame in &encoded.state.frames {
             let data = frame.as_slice();
             out.append(frame_memoryview(

@@ -30,6 +30,13 @@ pub struct TreeDecoder<'c, 'py> {
     depth: usize,
 }
 
+#[cold]
+fn unfilled_slot(index: u64) -> PyErr {
+    corrupt(format!(
+        "reference to memo slot {index}, which is not filled"
+    ))
+}
+
 pub(crate) fn corrupt(msg: impl Into<String>) -> PyErr {
     DeserializationError::new_err(format!("corrupt freight payload: {}", msg.into()))
 }
@@ -86,26 +93,51 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         .map_err(|e| wrap_decode(self.py, e, "a string"))
     }
 
+    /// Decodes one node. The scalars that fill containers are handled right here, in a small
+    /// function, so that a container's loop pays no big call per item; the rest is `node_slow`.
+    #[inline]
     pub fn node(&mut self, r: &mut Reader<'_>, slot: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         let tag = r.tag().map_err(decode_error)?;
-        let obj: Bound<'py, PyAny> = match tag {
-            Tag::None_ => py.None().into_bound(py),
-            Tag::True => pyo3::types::PyBool::new(py, true).to_owned().into_any(),
-            Tag::False => pyo3::types::PyBool::new(py, false).to_owned().into_any(),
-            Tag::Int => {
-                let v = r.ivarint("an int").map_err(decode_error)?;
-                // SAFETY: returns a new reference.
-                unsafe { Bound::from_owned_ptr(py, ffi::PyLong_FromLongLong(v)) }
+        // SAFETY (all arms): the C constructors return a new reference or NULL with an error set;
+        // Py_None/Py_True/Py_False are borrowed and turned into new references.
+        unsafe {
+            match tag {
+                Tag::None_ => Ok(Bound::from_borrowed_ptr(py, ffi::Py_None())),
+                Tag::True => Ok(Bound::from_borrowed_ptr(py, ffi::Py_True())),
+                Tag::False => Ok(Bound::from_borrowed_ptr(py, ffi::Py_False())),
+                Tag::Int => {
+                    let v = r.ivarint("an int").map_err(decode_error)?;
+                    Bound::from_owned_ptr_or_err(py, ffi::PyLong_FromLongLong(v))
+                }
+                Tag::Float => {
+                    let v = r.f64_le("a float").map_err(decode_error)?;
+                    Bound::from_owned_ptr_or_err(py, ffi::PyFloat_FromDouble(v))
+                }
+                Tag::Ref => {
+                    let index = r.uvarint("a memo slot").map_err(decode_error)?;
+                    match self.memo.get(index as usize) {
+                        Some(Some(obj)) => Ok(obj.clone()),
+                        _ => Err(unfilled_slot(index)),
+                    }
+                }
+                Tag::Str => {
+                    let data = r.byte_string("a str").map_err(decode_error)?;
+                    self.utf8(data, c"strict")
+                }
+                _ => self.node_slow(r, tag, slot),
             }
-            Tag::Float => {
-                let v = r.f64_le("a float").map_err(decode_error)?;
-                unsafe { Bound::from_owned_ptr(py, ffi::PyFloat_FromDouble(v)) }
-            }
-            Tag::Str => {
-                let data = r.byte_string("a str").map_err(decode_error)?;
-                self.utf8(data, c"strict")?
-            }
+        }
+    }
+
+    #[inline(never)]
+    fn node_slow(
+        &mut self,
+        r: &mut Reader<'_>,
+        tag: Tag,
+        slot: Option<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match tag {
             Tag::Memo => {
                 let slot = self.memo.len();
                 let next = r.clone().tag().map_err(decode_error)?;
@@ -118,34 +150,22 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 self.memo.push(None);
                 let obj = self.node(r, Some(slot))?;
                 self.memo[slot] = Some(obj.clone());
-                return Ok(obj);
-            }
-            Tag::Ref => {
-                let index = r.uvarint("a memo slot").map_err(decode_error)? as usize;
-                match self.memo.get(index) {
-                    Some(Some(obj)) => obj.clone(),
-                    _ => {
-                        return Err(corrupt(format!(
-                            "reference to memo slot {index}, which is not filled"
-                        )))
-                    }
-                }
+                Ok(obj)
             }
             Tag::List => {
                 let n = r.count(1, "a list").map_err(decode_error)?;
-                self.nested(|this| this.list(r, n, slot))?
+                self.nested(|this| this.list(r, n, slot))
             }
             Tag::Dict => {
                 let n = r.count(2, "a dict").map_err(decode_error)?;
-                self.nested(|this| this.dict(r, n, slot))?
+                self.nested(|this| this.dict(r, n, slot))
             }
             Tag::Tuple => {
                 let n = r.count(1, "a tuple").map_err(decode_error)?;
-                self.nested(|this| this.tuple(r, n))?
+                self.nested(|this| this.tuple(r, n))
             }
-            _ => return self.node_other(r, tag, slot),
-        };
-        Ok(obj)
+            _ => self.node_other(r, tag, slot),
+        }
     }
 
     fn list(
@@ -169,14 +189,29 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             }
             return Ok(list);
         }
-        // Memoized: children may refer to it, so it must be a valid list at every moment.
-        let list = PyList::empty(py);
-        self.fill(slot, list.as_any());
-        for _ in 0..n {
+        // Memoized: children may refer to it (and a registered deserializer may look at it), so
+        // it must be a valid list at every moment: start with n Nones, then replace them.
+        // SAFETY: every slot holds a reference to None before the list is visible; each
+        // replacement drops the None it displaces.
+        let list = unsafe {
+            let ptr = ffi::PyList_New(n as ffi::Py_ssize_t);
+            if !ptr.is_null() {
+                for i in 0..n {
+                    ffi::PyList_SET_ITEM(ptr, i as ffi::Py_ssize_t, ffi::Py_NewRef(ffi::Py_None()));
+                }
+            }
+            Bound::from_owned_ptr_or_err(py, ptr)?
+        };
+        self.fill(slot, &list);
+        for i in 0..n {
             let item = self.node(r, None)?;
-            list.append(item)?;
+            unsafe {
+                let old = ffi::PyList_GET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t);
+                ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr());
+                ffi::Py_DECREF(old);
+            }
         }
-        Ok(list.into_any())
+        Ok(list)
     }
 
     fn tuple(&mut self, r: &mut Reader<'_>, n: usize) -> PyResult<Bound<'py, PyAny>> {
@@ -314,9 +349,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             | Tag::Ref
             | Tag::List
             | Tag::Dict
-            | Tag::Tuple => {
-                unreachable!("handled in node()")
-            }
+            | Tag::Tuple => unreachable!("handled in node() and node_slow()"),
         };
         Ok(obj)
     }
