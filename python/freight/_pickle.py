@@ -108,6 +108,10 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
 _loading = threading.local()
 
 
+def _by(producer: str | None) -> str:
+    return f" (written by {producer})" if producer else ""
+
+
 def _external(pid: int) -> Any:
     """What ``reducer_override`` wrote for arrays and registered objects: decoded by the freight
     load that is running this unpickling (a stack, since a ``__setstate__`` may load again)."""
@@ -135,14 +139,21 @@ def load(data: Any, buffers: list[Any], source: Any, producer: str | None) -> An
         return unpickler.load()
     except DeserializationError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, KeyError, IndexError, TypeError, OverflowError) as exc:
-        hint = f" (written by {producer})" if producer else ""
-        raise DeserializationError(f"the pickle part of the payload{hint} is corrupt: {type(exc).__name__}: {exc}") from exc
+    except pickle.UnpicklingError as exc:
+        raise DeserializationError(f"the pickle part of the payload{_by(producer)} is corrupt: {exc}") from exc
     except (AttributeError, ModuleNotFoundError, ImportError) as exc:
-        hint = f" (written by {producer})" if producer else ""
         raise DeserializationError(
-            f"the pickle part of the payload{hint} refers to code this process cannot import: "
+            f"the pickle part of the payload{_by(producer)} refers to code this process cannot import: "
             f"{type(exc).__name__}: {exc}; install the same modules (and versions) on this side"
+        ) from exc
+    except (RecursionError, MemoryError) as exc:
+        raise DeserializationError(
+            f"the pickle part of the payload{_by(producer)} nests too deeply or is too large to load: {exc!r}"
+        ) from exc
+    except Exception as exc:
+        raise DeserializationError(
+            f"unpickling the payload{_by(producer)} failed: {type(exc).__name__}: {exc} (raised by the "
+            "payload's pickle data or by a __setstate__/__reduce__ it calls; see the chained exception)"
         ) from exc
     finally:
         stack.pop()

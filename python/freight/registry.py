@@ -194,7 +194,10 @@ class Registry:
         view: dict[type, Entry] = {}
         for layer in reversed(self._layers()):
             view.update(layer._by_type)
-        self._types_view.clear()
+        # Never empty the live dict (another thread's dumps may be reading it): drop stale keys,
+        # then add the new ones.
+        for stale in [t for t in self._types_view if t not in view]:
+            self._types_view.pop(stale, None)
         self._types_view.update(view)
         self._predicate_view[:] = [e for layer in self._layers() for e in layer._predicates]
         self._mro_cache.clear()

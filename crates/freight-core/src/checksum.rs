@@ -30,17 +30,20 @@ pub fn copy_and_hash(dst: &mut [u8], src: &[u8]) -> u64 {
     }
     let mut hasher = Xxh3::new();
     if src.len() >= PARALLEL_MIN && parallelism() > 1 {
-        // One thread copies the second half; this one copies and hashes the first half, then
-        // hashes the second half (xxh3 is one sequential stream, so only the copy splits).
+        // One thread copies the second half while this one copies and hashes the first half;
+        // then this one hashes the second half (xxh3 is one sequential stream: only the copy
+        // splits).
         let mid = (src.len() / 2) & !(CHUNK - 1);
         let (d1, d2) = dst.split_at_mut(mid);
         let (s1, s2) = src.split_at(mid);
         std::thread::scope(|scope| {
             let helper = scope.spawn(|| copy(d2, s2));
             copy_hashing(&mut hasher, d1, s1);
-            hasher.update(s2);
             helper.join().expect("copy thread");
         });
+        // Hash what was written, not the source: another thread may be changing the source
+        // (the GIL is released), and the checksum must describe the bytes stored.
+        hasher.update(d2);
         return hasher.digest();
     }
     copy_hashing(&mut hasher, dst, src);

@@ -244,6 +244,18 @@ impl<'a> Reader<'a> {
         Ok((offset, name))
     }
 
+    /// (key, no_cache) of a TzZoneInfo node (after its tag).
+    pub fn tz_zoneinfo(&mut self) -> Result<(&'a [u8], bool)> {
+        let key = self.byte_string("a zoneinfo key")?;
+        match self.u8("a zoneinfo flag")? {
+            0 => Ok((key, false)),
+            1 => Ok((key, true)),
+            other => Err(Error::corrupt(format!(
+                "zoneinfo flag {other} is not 0 or 1"
+            ))),
+        }
+    }
+
     /// (bytes, is_safe) of a Uuid node (after its tag).
     pub fn uuid(&mut self) -> Result<([u8; 16], i8)> {
         let bytes: [u8; 16] = self.take(16, "a uuid")?.try_into().expect("16 bytes");

@@ -86,7 +86,7 @@ node_tags! {
     TzUtc = 0x28, memo = false;
     /// tz position only: zigzag offset in microseconds, u8 has_name, [varint n, UTF-8 name]
     TzFixed = 0x29, memo = false;
-    /// tz position only: varint n, zoneinfo key
+    /// tz position only: varint n, zoneinfo key, u8 no_cache (1: from ZoneInfo.no_cache)
     TzZoneInfo = 0x2A, memo = false;
     /// dtype node (Str: numpy dtype.str, or a native tree: numpy descr), u8 flags
     /// (1 Fortran order, 2 writeable), varint ndim, ndim varints of shape, varint frame index

@@ -19,9 +19,9 @@ pub struct TreeSummary {
     pub ext_tags: Vec<u32>,
 }
 
-/// Deepest nesting the walk follows before it gives up (the Python decoder grows its stack
-/// instead; this walk is for tools and tests).
-pub const WALK_DEPTH_LIMIT: usize = 100_000;
+/// Deepest nesting the walk follows (the same as the Python decoder); its stack grows on the heap
+/// as needed, so untrusted deep payloads cannot overflow it.
+pub const WALK_DEPTH_LIMIT: usize = 200_000;
 
 struct Walker {
     summary: TreeSummary,
@@ -61,6 +61,10 @@ impl Walker {
                 limit: WALK_DEPTH_LIMIT,
             });
         }
+        stacker::maybe_grow(64 * 1024, 4 << 20, || self.node_inner(r, depth))
+    }
+
+    fn node_inner(&mut self, r: &mut Reader<'_>, depth: usize) -> Result<()> {
         let tag = r.tag()?;
         self.summary.nodes += 1;
         self.summary.max_depth = self.summary.max_depth.max(depth);
@@ -93,7 +97,7 @@ impl Walker {
                 r.byte_string(tag.name())?;
             }
             Tag::TzZoneInfo => {
-                r.byte_string("a zoneinfo key")?;
+                r.tz_zoneinfo()?;
             }
             Tag::Float => {
                 r.f64_le("a float")?;

@@ -212,9 +212,12 @@ impl TreeWriter {
         }
     }
 
-    pub fn tz_zoneinfo(&mut self, key: &[u8]) {
+    /// A `zoneinfo.ZoneInfo`: its key, and whether it came from `ZoneInfo.no_cache` (pickle keeps
+    /// that too: cached and uncached zones compare differently in datetime arithmetic).
+    pub fn tz_zoneinfo(&mut self, key: &[u8], no_cache: bool) {
         self.tag(Tag::TzZoneInfo);
         self.len_prefixed(key);
+        self.buf.push(no_cache as u8);
     }
 
     pub fn uuid(&mut self, bytes: &[u8; 16], is_safe: i8) {

@@ -235,3 +235,20 @@ fn memo_references_must_point_backwards() {
     bad.reference(0);
     assert!(walk_tree(bad.as_bytes(), 0, 0).is_err());
 }
+
+#[test]
+fn deep_trees_are_walked_without_overflowing_the_stack() {
+    // 150,000 nested one-item lists: deeper than any default thread stack allows by recursion.
+    let depth = 150_000;
+    let mut tree = Vec::with_capacity(depth * 2 + 1);
+    for _ in 0..depth {
+        tree.push(Tag::List as u8);
+        tree.push(1);
+    }
+    tree.push(Tag::None_ as u8);
+    let summary = std::thread::spawn(move || walk_tree(&tree, 0, 0))
+        .join()
+        .expect("no stack overflow")
+        .unwrap();
+    assert_eq!(summary.max_depth, depth);
+}

@@ -215,7 +215,14 @@ pub fn frame_memoryview<'py>(py: Python<'py>, frame: FrameBuffer) -> PyResult<Bo
 
 /// A new `bytes` of `len` bytes whose contents the caller must fully write. Large ones are
 /// advised onto huge pages before anything touches them (see freight_core::memory).
-pub fn uninit_bytes(py: Python<'_>, len: usize) -> PyResult<(Bound<'_, PyBytes>, &mut [u8])> {
+///
+/// # Safety
+/// The slice is valid only while the returned `bytes` is alive, and must be fully written
+/// before the `bytes` is shown to any Python code (which assumes bytes are immutable).
+pub unsafe fn uninit_bytes(
+    py: Python<'_>,
+    len: usize,
+) -> PyResult<(Bound<'_, PyBytes>, &mut [u8])> {
     // SAFETY: a NULL source gives an uninitialised bytes object of `len` bytes, which we own
     // exclusively until it is returned to Python; the caller writes every byte.
     unsafe {

@@ -215,7 +215,8 @@ impl Codec {
         let spec = encoded.spec(checksum.unwrap_or(self.checksum));
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
-        let (bytes, out) = uninit_bytes(py, total)?;
+        // SAFETY: write_contiguous below writes all `total` bytes before `bytes` is returned.
+        let (bytes, out) = unsafe { uninit_bytes(py, total)? };
         let frames: Vec<&[u8]> = encoded
             .state
             .frames
@@ -256,7 +257,8 @@ impl Codec {
                 writer.set_frame_checksum(i, sum);
             }
         }
-        let (header, header_out) = uninit_bytes(py, writer.header_len())?;
+        // SAFETY: write_header writes all header_len() bytes before the list is returned.
+        let (header, header_out) = unsafe { uninit_bytes(py, writer.header_len())? };
         writer.write_header(header_out);
         let out = PyList::empty(py);
         out.append(header)?;
@@ -301,7 +303,18 @@ impl Codec {
     ) -> PyResult<Bound<'py, PyAny>> {
         let list = match frames.cast::<PyList>() {
             Ok(list) => list.clone(),
-            Err(_) => PyList::new(py, frames.try_iter()?.collect::<PyResult<Vec<_>>>()?)?,
+            Err(_) => frames
+                .try_iter()
+                .and_then(|items| PyList::new(py, items.collect::<PyResult<Vec<_>>>()?))
+                .map_err(|err| {
+                    let new =
+                        crate::errors::DeserializationError::new_err(format!(
+                        "loads_frames needs a list of buffers (the output of dumps_frames), not {}",
+                        frames.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    ));
+                    new.set_cause(py, Some(err));
+                    new
+                })?,
         };
         let ctx = DecodeCtx::from_frames(
             py,

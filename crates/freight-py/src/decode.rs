@@ -19,15 +19,25 @@ use crate::errors::{decode_error, wrap_decode, DeserializationError, UnsafePaylo
 pub use crate::payload::{export_input, DecodeCtx, Options};
 use crate::pickle_bridge::PickleSource;
 
-/// Deepest nesting the decoder follows (its stack grows on the heap as needed up to this).
-pub const MAX_DEPTH: usize = 200_000;
+use crate::limits::{MAX_DEPTH, MAX_HASHABLE_DEPTH, RED_ZONE, STACK_SEGMENT};
 
-/// Decodes one tree (the payload's, or a pickle external's) with its own memo.
+/// The memo of one decode: slot -> object. Shared by the pickle externals of one payload.
+pub type Memo = Vec<Option<Py<PyAny>>>;
+
+/// Decodes one tree (the payload's, or a pickle external's).
 pub struct TreeDecoder<'c, 'py> {
     pub(crate) py: Python<'py>,
     ctx: &'c Rc<DecodeCtx>,
-    memo: Vec<Option<Bound<'py, PyAny>>>,
+    memo: Memo,
+    /// Items decoded for lists and tuples under construction: a container is built only once
+    /// all its items exist, so no half-built one is ever visible to Python code.
+    scratch: Vec<Bound<'py, PyAny>>,
+    /// Bytes promised to the items of the containers being decoded: each new count is checked
+    /// against what remains after those promises, so nested counts cannot add up to more
+    /// preallocation than the input justifies.
+    pending: usize,
     depth: usize,
+    hashable_depth: usize,
 }
 
 #[cold]
@@ -43,12 +53,24 @@ pub(crate) fn corrupt(msg: impl Into<String>) -> PyErr {
 
 impl<'c, 'py> TreeDecoder<'c, 'py> {
     pub fn new(py: Python<'py>, ctx: &'c Rc<DecodeCtx>) -> Self {
+        Self::with_memo(py, ctx, Memo::new())
+    }
+
+    /// A decoder continuing an existing memo (the pickle externals of one payload share one).
+    pub fn with_memo(py: Python<'py>, ctx: &'c Rc<DecodeCtx>, memo: Memo) -> Self {
         Self {
             py,
             ctx,
-            memo: Vec::new(),
+            memo,
+            scratch: Vec::new(),
+            pending: 0,
             depth: 0,
+            hashable_depth: 0,
         }
+    }
+
+    pub fn into_memo(self) -> Memo {
+        self.memo
     }
 
     /// Decodes a whole tree: exactly one root node and nothing after it.
@@ -67,15 +89,46 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 limit: MAX_DEPTH,
             }));
         }
-        let out = stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || f(self));
+        let out = stacker::maybe_grow(RED_ZONE, STACK_SEGMENT, || f(self));
         self.depth -= 1;
         out
     }
 
+    /// Reads a container's item count and promises `min` bytes per item (see `pending`).
+    fn count(&mut self, r: &mut Reader<'_>, min: usize, what: &'static str) -> PyResult<usize> {
+        let n = r.count(min, what).map_err(decode_error)?;
+        let need = n * min; // no overflow: count() bounds n * min by the input's length
+        if self.pending + need > r.remaining() {
+            return Err(corrupt(format!(
+                "{what} declares {n} items but the enclosing containers leave only {} bytes for them",
+                r.remaining().saturating_sub(self.pending)
+            )));
+        }
+        self.pending += need;
+        Ok(n)
+    }
+
+    /// Decodes the next item of a container, releasing the byte promised for it.
+    #[inline]
+    fn item(&mut self, r: &mut Reader<'_>) -> PyResult<Bound<'py, PyAny>> {
+        self.pending = self.pending.saturating_sub(1);
+        self.node(r, None)
+    }
+
     fn fill(&mut self, slot: Option<usize>, obj: &Bound<'py, PyAny>) {
         if let Some(slot) = slot {
-            self.memo[slot] = Some(obj.clone());
+            self.memo[slot] = Some(obj.clone().unbind());
         }
+    }
+
+    fn enter_hashable(&mut self) -> PyResult<()> {
+        self.hashable_depth += 1;
+        if self.hashable_depth > MAX_HASHABLE_DEPTH {
+            return Err(corrupt(format!(
+                "tuples or frozensets nest deeper than {MAX_HASHABLE_DEPTH} levels"
+            )));
+        }
+        Ok(())
     }
 
     pub(crate) fn utf8(&self, data: &[u8], errors: &std::ffi::CStr) -> PyResult<Bound<'py, PyAny>> {
@@ -117,7 +170,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 Tag::Ref => {
                     let index = r.uvarint("a memo slot").map_err(decode_error)?;
                     match self.memo.get(index as usize) {
-                        Some(Some(obj)) => Ok(obj.clone()),
+                        Some(Some(obj)) => Ok(obj.bind(py).clone()),
                         _ => Err(unfilled_slot(index)),
                     }
                 }
@@ -149,23 +202,36 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 }
                 self.memo.push(None);
                 let obj = self.node(r, Some(slot))?;
-                self.memo[slot] = Some(obj.clone());
+                self.memo[slot] = Some(obj.clone().unbind());
                 Ok(obj)
             }
             Tag::List => {
-                let n = r.count(1, "a list").map_err(decode_error)?;
+                let n = self.count(r, 1, "a list")?;
                 self.nested(|this| this.list(r, n, slot))
             }
             Tag::Dict => {
-                let n = r.count(2, "a dict").map_err(decode_error)?;
+                let n = self.count(r, 2, "a dict")?;
                 self.nested(|this| this.dict(r, n, slot))
             }
             Tag::Tuple => {
-                let n = r.count(1, "a tuple").map_err(decode_error)?;
-                self.nested(|this| this.tuple(r, n))
+                let n = self.count(r, 1, "a tuple")?;
+                self.enter_hashable()?;
+                let tuple = self.nested(|this| this.tuple(r, n));
+                self.hashable_depth -= 1;
+                tuple
             }
             _ => self.node_other(r, tag, slot),
         }
+    }
+
+    /// Decodes `n` items onto the scratch stack.
+    fn items(&mut self, r: &mut Reader<'_>, n: usize) -> PyResult<usize> {
+        let base = self.scratch.len();
+        for _ in 0..n {
+            let item = self.item(r)?;
+            self.scratch.push(item);
+        }
+        Ok(base)
     }
 
     fn list(
@@ -176,23 +242,22 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
         if slot.is_none() {
-            // Nobody can see this list before it is complete: fill it in place.
-            // SAFETY: PyList_New(n) has n NULL slots; each is set exactly once below, and on an
-            // early error the list is dropped (list dealloc tolerates NULL slots).
+            // Nobody can refer to this list: decode its items first, then build it with no
+            // Python code running in between (a half-built list would hold NULL slots).
+            let base = self.items(r, n)?;
+            // SAFETY: PyList_New(n) has n NULL slots and each is set exactly once, right away.
             let list =
                 unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(n as ffi::Py_ssize_t))? };
-            for i in 0..n {
-                let item = self.node(r, None)?;
+            for (i, item) in self.scratch.drain(base..).enumerate() {
                 unsafe {
                     ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr())
                 };
             }
             return Ok(list);
         }
-        // Memoized: children may refer to it (and a registered deserializer may look at it), so
-        // it must be a valid list at every moment: start with n Nones, then replace them.
-        // SAFETY: every slot holds a reference to None before the list is visible; each
-        // replacement drops the None it displaces.
+        // Memoized: children may refer to it, and a registered deserializer may look at it (or
+        // change it), so it must be a valid list at every moment: n Nones, then replaced.
+        // SAFETY: every slot holds a reference to None before the list is visible.
         let list = unsafe {
             let ptr = ffi::PyList_New(n as ffi::Py_ssize_t);
             if !ptr.is_null() {
@@ -204,11 +269,17 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         };
         self.fill(slot, &list);
         for i in 0..n {
-            let item = self.node(r, None)?;
-            unsafe {
-                let old = ffi::PyList_GET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t);
-                ffi::PyList_SET_ITEM(list.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr());
-                ffi::Py_DECREF(old);
+            let item = self.item(r)?;
+            // SAFETY: PyList_SetItem checks the index against the list's current size (user
+            // code may have shrunk it), steals `item` and drops what it replaces.
+            if unsafe { ffi::PyList_GET_SIZE(list.as_ptr()) } as usize != n
+                || unsafe {
+                    ffi::PyList_SetItem(list.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr())
+                } != 0
+            {
+                return Err(DeserializationError::new_err(
+                    "a list changed size while it was being decoded (a registered deserializer modified it)",
+                ));
             }
         }
         Ok(list)
@@ -216,11 +287,11 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
 
     fn tuple(&mut self, r: &mut Reader<'_>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         let py = self.py;
-        // SAFETY: as for lists; a tuple is only visible once complete.
+        let base = self.items(r, n)?;
+        // SAFETY: as for lists; the tuple is filled right after it is created.
         let tuple =
             unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyTuple_New(n as ffi::Py_ssize_t))? };
-        for i in 0..n {
-            let item = self.node(r, None)?;
+        for (i, item) in self.scratch.drain(base..).enumerate() {
             unsafe { ffi::PyTuple_SET_ITEM(tuple.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr()) };
         }
         Ok(tuple)
@@ -235,8 +306,8 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         let dict = PyDict::new(self.py);
         self.fill(slot, dict.as_any());
         for _ in 0..n {
-            let key = self.node(r, None)?;
-            let value = self.node(r, None)?;
+            let key = self.item(r)?;
+            let value = self.item(r)?;
             // SAFETY: dict, key and value are live; SetItem does not steal references.
             if unsafe { ffi::PyDict_SetItem(dict.as_ptr(), key.as_ptr(), value.as_ptr()) } != 0 {
                 return Err(wrap_decode(self.py, PyErr::fetch(self.py), "a dict key"));
@@ -269,7 +340,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             Tag::Complex => {
                 let re = r.f64_le("a complex").map_err(e)?;
                 let im = r.f64_le("a complex").map_err(e)?;
-                unsafe { Bound::from_owned_ptr(py, ffi::PyComplex_FromDoubles(re, im)) }
+                unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyComplex_FromDoubles(re, im))? }
             }
             Tag::StrSurrogates => {
                 let data = r.byte_string("a str").map_err(e)?;
@@ -282,8 +353,9 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             Tag::FrameBytes => {
                 let index = r.index("a frame index").map_err(e)?;
                 let ctx = self.ctx.clone();
-                let src_len = ctx.slot(index)?.len;
-                let (bytes, dst) = uninit_bytes(py, src_len)?;
+                let src_len = ctx.peek(index)?.len;
+                // SAFETY: copy_frame fills all of it; on an error `bytes` is dropped unseen.
+                let (bytes, dst) = unsafe { uninit_bytes(py, src_len)? };
                 ctx.copy_frame(py, index, dst)?;
                 bytes.into_any()
             }
@@ -299,12 +371,12 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 self.utf8(data, c"surrogatepass")?
             }
             Tag::Set => {
-                let n = r.count(1, "a set").map_err(e)?;
+                let n = self.count(r, 1, "a set")?;
                 let set = PySet::empty(py)?;
                 self.fill(slot, set.as_any());
                 self.nested(|this| {
                     for _ in 0..n {
-                        let item = this.node(r, None)?;
+                        let item = this.item(r)?;
                         set.add(item)
                             .map_err(|err| wrap_decode(py, err, "a set item"))?;
                     }
@@ -313,15 +385,15 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                 set.into_any()
             }
             Tag::FrozenSet => {
-                let n = r.count(1, "a frozenset").map_err(e)?;
-                let items = self.nested(|this| {
-                    (0..n)
-                        .map(|_| this.node(r, None))
-                        .collect::<PyResult<Vec<_>>>()
-                })?;
-                PyFrozenSet::new(py, items.iter())
-                    .map_err(|err| wrap_decode(py, err, "a frozenset item"))?
-                    .into_any()
+                let n = self.count(r, 1, "a frozenset")?;
+                self.enter_hashable()?;
+                let base = self.nested(|this| this.items(r, n));
+                self.hashable_depth -= 1;
+                let base = base?;
+                let set = PyFrozenSet::new(py, self.scratch[base..].iter())
+                    .map_err(|err| wrap_decode(py, err, "a frozenset item"))?;
+                self.scratch.truncate(base);
+                set.into_any()
             }
             Tag::DateTime
             | Tag::Date
@@ -361,7 +433,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         let spec = crate::numpy::array_spec(py, &wire, flags, &shape)
             .map_err(|err| wrap_decode(py, err, "a numpy dtype"))?;
         let ctx = self.ctx.clone();
-        let slot = ctx.slot(frame)?;
+        let slot = ctx.peek(frame)?;
         if spec.nbytes != slot.len as u64 {
             return Err(corrupt(format!(
                 "an array of shape {shape:?} needs {} bytes but its frame {frame} holds {}",
@@ -464,19 +536,25 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     }
 }
 
-/// Decodes a pickle external: a subtree with its own memo (called back from pickle).
+/// Decodes a pickle external (called back from pickle), continuing the externals' shared memo;
+/// returns the memo for the next external whatever happened.
 pub fn decode_external<'py>(
     py: Python<'py>,
     ctx: &Rc<DecodeCtx>,
     offset: usize,
     len: usize,
-) -> PyResult<Bound<'py, PyAny>> {
+    memo: Memo,
+) -> (PyResult<Bound<'py, PyAny>>, Memo) {
     let tree = ctx.tree();
-    let data = tree
-        .get(offset..offset + len)
-        .ok_or_else(|| corrupt("a pickle external lies outside the tree"))?;
-    let mut decoder = TreeDecoder::new(py, ctx);
-    decoder.root(data)
+    let Some(data) = tree.get(offset..offset + len) else {
+        return (
+            Err(corrupt("a pickle external lies outside the tree")),
+            memo,
+        );
+    };
+    let mut decoder = TreeDecoder::with_memo(py, ctx, memo);
+    let obj = decoder.root(data);
+    (obj, decoder.into_memo())
 }
 
 /// Decodes a payload.

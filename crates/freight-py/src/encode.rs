@@ -21,8 +21,7 @@ use crate::types::{ndarray_type, std_types};
 
 /// bytes, bytearray and str at least this large become frames (zero copy in dumps_frames).
 pub const FRAME_MIN: usize = 64 * 1024;
-/// Deepest nesting the walker follows (its stack grows on the heap as needed up to this).
-pub const MAX_DEPTH: usize = 200_000;
+use crate::limits::{MAX_DEPTH, MAX_HASHABLE_DEPTH, RED_ZONE, STACK_SEGMENT};
 
 /// Memory a frame points at, kept alive until the payload is written.
 pub enum FrameSource {
@@ -88,6 +87,16 @@ impl EncodeState {
     }
 }
 
+/// A walker's memo, kept between walks when several trees share one memo scope (the pickle
+/// externals of one payload, so that an array inside a serializer's metadata and the same array
+/// elsewhere in the pickled graph stay one array).
+#[derive(Default)]
+pub struct MemoState {
+    map: PtrMap<MemoEntry>,
+    next_slot: u32,
+    keep_alive: Vec<Py<PyAny>>,
+}
+
 #[derive(Clone, Copy)]
 struct MemoEntry {
     slot: u32,
@@ -111,6 +120,8 @@ pub struct Walker<'a, 'py> {
     /// Objects created during the walk (serializer metadata): kept alive so that their
     /// addresses, used as memo keys, are not reused within this walk.
     pub(crate) keep_alive: Vec<Bound<'py, PyAny>>,
+    /// Tuples and frozensets open around the current object (see MAX_HASHABLE_DEPTH).
+    hashable_depth: usize,
 }
 
 #[inline]
@@ -138,7 +149,37 @@ impl<'a, 'py> Walker<'a, 'py> {
             external,
             overrides,
             keep_alive: Vec::new(),
+            hashable_depth: 0,
         }
+    }
+
+    /// A walker continuing the memo of earlier walks (see `MemoState`).
+    pub fn with_memo(
+        py: Python<'py>,
+        dispatch: &'a Dispatch<'py>,
+        state: &'a mut EncodeState,
+        external: bool,
+        memo: MemoState,
+    ) -> Self {
+        let mut walker = Self::new(py, dispatch, state, external);
+        walker.memo = memo.map;
+        walker.next_slot = memo.next_slot;
+        walker.keep_alive = memo
+            .keep_alive
+            .into_iter()
+            .map(|o| o.into_bound(py))
+            .collect();
+        walker
+    }
+
+    /// The tree, and the memo for the next walk in the same scope.
+    pub fn into_parts(self) -> (Vec<u8>, MemoState) {
+        let memo = MemoState {
+            map: self.memo,
+            next_slot: self.next_slot,
+            keep_alive: self.keep_alive.into_iter().map(Bound::unbind).collect(),
+        };
+        (self.w.into_bytes(), memo)
     }
 
     pub fn into_tree(self) -> Vec<u8> {
@@ -230,7 +271,7 @@ impl<'a, 'py> Walker<'a, 'py> {
                 }
             } else if ty == &raw mut ffi::PyTuple_Type {
                 if !self.memo_seen(ptr, shared, false)? {
-                    self.nested(|this| this.tuple(obj))?;
+                    self.hashable(|this| this.tuple(obj))?;
                     self.memo_done(ptr, shared);
                 }
             } else if ty == &raw mut ffi::PyBytes_Type {
@@ -254,8 +295,22 @@ impl<'a, 'py> Walker<'a, 'py> {
                 "the object nests deeper than {MAX_DEPTH} levels; flatten it before serializing"
             ))));
         }
-        let out = stacker::maybe_grow(128 * 1024, 4 * 1024 * 1024, || f(self));
+        let out = stacker::maybe_grow(RED_ZONE, STACK_SEGMENT, || f(self));
         self.depth -= 1;
+        out
+    }
+
+    /// `nested`, for a tuple or frozenset: counts them, and past MAX_HASHABLE_DEPTH leaves the
+    /// payload to pickle (the decoder would refuse it).
+    fn hashable(&mut self, f: impl FnOnce(&mut Self) -> EncodeResult<()>) -> EncodeResult<()> {
+        if self.hashable_depth >= MAX_HASHABLE_DEPTH {
+            return self.unsupported(&format!(
+                "tuples or frozensets nested deeper than {MAX_HASHABLE_DEPTH} levels"
+            ));
+        }
+        self.hashable_depth += 1;
+        let out = self.nested(f);
+        self.hashable_depth -= 1;
         out
     }
 
@@ -475,7 +530,7 @@ impl<'a, 'py> Walker<'a, 'py> {
             }
             if typ == (&raw mut ffi::PyFrozenSet_Type).cast() {
                 if !self.memo_seen(ptr, shared, false)? {
-                    self.nested(|this| this.set_like(obj, Tag::FrozenSet))?;
+                    self.hashable(|this| this.set_like(obj, Tag::FrozenSet))?;
                     self.memo_done(ptr, shared);
                 }
                 return Ok(());
@@ -487,16 +542,10 @@ impl<'a, 'py> Walker<'a, 'py> {
         }
         if let Some(ndarray) = ndarray_type(py) {
             if ty.is(ndarray) {
-                let start = self.w.len();
-                if self.memo_seen(ptr, shared, true)? {
-                    return Ok(());
-                }
-                if crate::numpy::encode_array(self, obj)? {
-                    return Ok(());
-                }
-                // Object dtype: the array needs pickle.
-                self.w.truncate(start);
-                return self.unsupported("a numpy array of dtype object");
+                return match crate::numpy::array_wire(self, obj)? {
+                    Some(wire) => self.array(obj, &wire, shared),
+                    None => self.unsupported("a numpy array of dtype object"),
+                };
             }
         }
         if let Some(entry) = self.dispatch.slow(obj)? {
@@ -523,6 +572,19 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.next_slot = slot;
         }
         self.unsupported(what)
+    }
+
+    /// An exact ndarray whose dtype has a wire form.
+    pub fn array(
+        &mut self,
+        obj: &Bound<'py, PyAny>,
+        wire: &Bound<'py, PyAny>,
+        shared: bool,
+    ) -> EncodeResult<()> {
+        if self.memo_seen(obj.as_ptr(), shared, true)? {
+            return Ok(());
+        }
+        crate::numpy::write_array(self, obj, wire)
     }
 
     /// An object handled by a registered serializer.

@@ -26,7 +26,8 @@ pub fn decode_error(err: freight_core::Error) -> PyErr {
 /// a payload is malformed) as a DeserializationError whose `__cause__` is the original, unless
 /// it already is a freight error.
 pub fn wrap_decode(py: Python<'_>, err: PyErr, what: &str) -> PyErr {
-    if is_freight_error(py, &err) {
+    // KeyboardInterrupt, SystemExit and the like are not decoding failures: let them through.
+    if is_freight_error(py, &err) || !err.is_instance_of::<pyo3::exceptions::PyException>(py) {
         return err;
     }
     let new = DeserializationError::new_err(format!("cannot decode {what}: {}", err.value(py)));

@@ -100,12 +100,12 @@ pub fn inspect_frames<'py>(
             "inspect needs at least the header buffer",
         ));
     }
-    let head = RawBuffer::simple(&parts.get_item(0)?)?;
+    let head = crate::decode::export_input(&parts.get_item(0)?)?;
     let header =
         envelope::parse_header(head.as_slice(), &Limits::default()).map_err(decode_error)?;
     let mut owned = Vec::new();
     for i in 1..parts.len() {
-        owned.push(RawBuffer::simple(&parts.get_item(i)?)?);
+        owned.push(crate::decode::export_input(&parts.get_item(i)?)?);
     }
     if owned.len() != header.frames.len() {
         return Err(crate::errors::DeserializationError::new_err(format!(

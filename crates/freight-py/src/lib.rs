@@ -3,11 +3,13 @@
 
 mod buffer;
 mod codec;
+mod craft;
 mod decode;
 mod dispatch;
 mod encode;
 mod errors;
 mod inspect;
+mod limits;
 mod memo;
 mod numpy;
 mod payload;
@@ -30,5 +32,6 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pickle_bridge::ChainedReduce>()?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::inspect_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(craft::_envelope, m)?)?;
     Ok(())
 }

@@ -35,20 +35,28 @@ pub fn helper(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     })
 }
 
-/// Encodes an exact ndarray. Returns false (writing nothing) for object dtypes.
-pub fn encode_array<'py>(
+/// The wire form of an exact ndarray's dtype, or None for object dtypes (the array then needs
+/// pickle).
+pub fn array_wire<'py>(
     walker: &mut Walker<'_, 'py>,
     arr: &Bound<'py, PyAny>,
-) -> EncodeResult<bool> {
+) -> EncodeResult<Option<Bound<'py, PyAny>>> {
     let py = walker.py();
     let helper = helper(py)?;
     let dtype = arr.getattr(pyo3::intern!(py, "dtype"))?;
     let wire = helper
         .getattr(pyo3::intern!(py, "dtype_to_wire"))?
         .call1((dtype,))?;
-    if wire.is_none() {
-        return Ok(false);
-    }
+    Ok(if wire.is_none() { None } else { Some(wire) })
+}
+
+/// Writes an NdArray node (its memo marker, if any, is already written).
+pub fn write_array<'py>(
+    walker: &mut Walker<'_, 'py>,
+    arr: &Bound<'py, PyAny>,
+    wire: &Bound<'py, PyAny>,
+) -> EncodeResult<()> {
+    let py = walker.py();
     // PyBUF_STRIDES without PyBUF_FORMAT: numpy exports every non-object dtype this way
     // (datetime64 included, which it refuses when a format string is requested).
     let mut buf = RawBuffer::get(arr, ffi::PyBUF_STRIDES)?;
@@ -60,21 +68,24 @@ pub fn encode_array<'py>(
         } else {
             // A strided view (slice, transpose of a non-contiguous array, broadcast): one copy
             // into C order is unavoidable.
-            let contiguous = helper
+            let contiguous = helper(py)?
                 .getattr(pyo3::intern!(py, "ascontiguous"))?
                 .call1((arr,))?;
             buf = RawBuffer::get(&contiguous, ffi::PyBUF_STRIDES)?;
         }
     }
-    let shape = buf.shape();
-    let shape = if buf.ndim() == 0 { Vec::new() } else { shape };
+    let shape = if buf.ndim() == 0 {
+        Vec::new()
+    } else {
+        buf.shape()
+    };
     walker.keep(wire.clone());
     walker.writer().ndarray_begin();
-    walker.walk(&wire, true)?;
+    walker.walk(wire, true)?;
     let frame = walker.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?;
     let flags = if fortran { FORTRAN } else { 0 } | if writeable { WRITEABLE } else { 0 };
     walker.writer().ndarray_end(flags, &shape, frame);
-    Ok(true)
+    Ok(())
 }
 
 /// The pieces `decode.rs` needs to rebuild an array: dtype, its item size, shape.
@@ -97,12 +108,24 @@ pub fn array_spec<'py>(
         .getattr(pyo3::intern!(py, "dtype_from_wire"))?
         .call1((wire,))?;
     let itemsize: u64 = dtype.getattr(pyo3::intern!(py, "itemsize"))?.extract()?;
-    let mut nbytes = itemsize;
+    // The element count must fit even when the item size is 0 (a zero-size dtype would
+    // otherwise hide an absurd shape).
+    let mut count: u64 = 1;
     for &dim in shape {
-        nbytes = nbytes.checked_mul(dim).ok_or_else(|| {
-            crate::errors::DeserializationError::new_err(format!("array shape {shape:?} overflows"))
-        })?;
+        count = count
+            .checked_mul(dim)
+            .filter(|&c| c <= isize::MAX as u64)
+            .ok_or_else(|| {
+                crate::errors::DeserializationError::new_err(format!(
+                    "corrupt freight payload: array shape {shape:?} overflows"
+                ))
+            })?;
     }
+    let nbytes = count.checked_mul(itemsize).ok_or_else(|| {
+        crate::errors::DeserializationError::new_err(format!(
+            "corrupt freight payload: array shape {shape:?} overflows"
+        ))
+    })?;
     Ok(ArraySpec {
         dtype,
         shape: PyTuple::new(py, shape)?,

@@ -24,6 +24,9 @@ pub(crate) struct FrameSlot {
     pub(crate) len: usize,
     checksum: Option<u64>,
     verified: Cell<bool>,
+    /// Set by the node that uses the frame: a second use is refused (writers never make one,
+    /// and allowing it would let a small payload expand into many copies of one frame).
+    used: Cell<bool>,
 }
 
 impl FrameSlot {
@@ -140,6 +143,7 @@ impl DecodeCtx {
                 len: range.len(),
                 checksum: info.checksum,
                 verified: Cell::new(false),
+                used: Cell::new(false),
             })
             .collect();
         let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
@@ -201,6 +205,7 @@ impl DecodeCtx {
                 len,
                 checksum: info.checksum,
                 verified: Cell::new(false),
+                used: Cell::new(false),
             });
         }
         let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
@@ -219,7 +224,19 @@ impl DecodeCtx {
         &self.tree_owner.as_slice()[self.tree_offset..self.tree_offset + self.tree_len]
     }
 
-    pub(crate) fn slot(&self, index: u32) -> PyResult<&FrameSlot> {
+    /// Marks frame `index` as used by the calling node.
+    fn claim(&self, index: u32) -> PyResult<&FrameSlot> {
+        let slot = self.peek(index)?;
+        if slot.used.replace(true) {
+            return Err(DeserializationError::new_err(format!(
+                "corrupt freight payload: frame {index} is used by more than one node"
+            )));
+        }
+        Ok(slot)
+    }
+
+    /// Frame `index`, to look at (length, writability) before using it.
+    pub(crate) fn peek(&self, index: u32) -> PyResult<&FrameSlot> {
         self.frames.get(index as usize).ok_or_else(|| {
             DeserializationError::new_err(format!(
                 "corrupt freight payload: a node refers to frame {index} but the payload has {} frames",
@@ -242,7 +259,7 @@ impl DecodeCtx {
 
     /// The verified bytes of a frame.
     pub fn frame_bytes(&self, py: Python<'_>, index: u32) -> PyResult<&[u8]> {
-        let slot = self.slot(index)?;
+        let slot = self.claim(index)?;
         self.verify_slot(py, index, slot)?;
         Ok(slot.bytes())
     }
@@ -259,7 +276,7 @@ impl DecodeCtx {
         index: u32,
         want_writable: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let slot = self.slot(index)?;
+        let slot = self.claim(index)?;
         self.verify_slot(py, index, slot)?;
         let writable = want_writable && self.writable(slot);
         let data = slot.bytes();
@@ -276,7 +293,7 @@ impl DecodeCtx {
 
     /// Copies a frame into `dst`, verifying its checksum on the way (one pass over the bytes).
     pub(crate) fn copy_frame(&self, py: Python<'_>, index: u32, dst: &mut [u8]) -> PyResult<()> {
-        let slot = self.slot(index)?;
+        let slot = self.claim(index)?;
         let src = slot.bytes();
         let check = self.opts.verify && !slot.verified.get() && slot.checksum.is_some();
         let computed = maybe_detach(py, src.len(), || {

@@ -16,8 +16,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
 
 use crate::buffer::RawBuffer;
-use crate::decode::{decode_external, DecodeCtx};
-use crate::encode::{Dispatch, EncodeState, FrameSource, Walker, FRAME_MIN};
+use crate::decode::{decode_external, DecodeCtx, Memo};
+use crate::encode::{Dispatch, EncodeState, FrameSource, MemoState, Walker, FRAME_MIN};
 use crate::errors::{DeserializationError, EncodeError};
 use crate::memo::PtrMap;
 use crate::types::{ndarray_type, std_types};
@@ -27,6 +27,7 @@ struct SinkInner {
     externals: Vec<Vec<u8>>,
     buffers: Vec<u32>,
     seen: PtrMap<(u32, Py<PyAny>)>,
+    memo: MemoState,
     cloud: bool,
 }
 
@@ -70,6 +71,7 @@ impl PickleSink {
                 externals: Vec::new(),
                 buffers: Vec::new(),
                 seen: PtrMap::default(),
+                memo: MemoState::default(),
                 cloud,
             }),
         }
@@ -141,6 +143,7 @@ impl PickleSink {
         inner.externals.clear();
         inner.buffers.clear();
         inner.seen.clear();
+        inner.memo = MemoState::default();
         inner.cloud = cloud;
     }
 
@@ -317,12 +320,22 @@ impl PickleSink {
 
         let mut inner = self.inner.borrow_mut();
         let inner = &mut *inner;
-        let mut walker = Walker::new(py, &dispatch, &mut inner.state, true);
+        // All externals of a payload share one memo scope (the decoder rebuilds them in the same
+        // order), so an object inside one external's metadata that is also found elsewhere in the
+        // pickled graph stays one object.
+        let memo = std::mem::take(&mut inner.memo);
+        let mut walker = Walker::with_memo(py, &dispatch, &mut inner.state, true, memo);
         let handled = match &entry {
-            Some(entry) => walker.ext(obj, entry, false).map(|()| true),
-            None if is_array => crate::numpy::encode_array(&mut walker, obj),
-            None => walker.walk(obj, false).map(|()| true),
+            Some(entry) => walker.ext(obj, entry, true).map(|()| true),
+            None if is_array => match crate::numpy::array_wire(&mut walker, obj) {
+                Ok(Some(wire)) => walker.array(obj, &wire, true).map(|()| true),
+                Ok(None) => Ok(false),
+                Err(err) => Err(err),
+            },
+            None => walker.walk(obj, true).map(|()| true),
         };
+        let (tree, memo) = walker.into_parts();
+        inner.memo = memo;
         let handled = match handled {
             Ok(handled) => handled,
             Err(EncodeError::Py(err)) => return Err(err),
@@ -333,7 +346,6 @@ impl PickleSink {
         if !handled {
             return Ok(None); // an object-dtype array: pickle takes it
         }
-        let tree = walker.into_tree();
         let pid = inner.externals.len() as u32;
         inner.externals.push(tree);
         inner.seen.insert(ptr as usize, (pid, obj.clone().unbind()));
@@ -346,6 +358,8 @@ pub struct PickleSource {
     ctx: RefCell<Option<Rc<DecodeCtx>>>,
     externals: Vec<(usize, usize)>,
     cache: RefCell<Vec<Option<Py<PyAny>>>>,
+    /// One memo scope for all externals, as the encoder wrote them.
+    memo: RefCell<Memo>,
 }
 
 impl PickleSource {
@@ -355,6 +369,7 @@ impl PickleSource {
             ctx: RefCell::new(Some(ctx)),
             externals,
             cache: RefCell::new((0..n).map(|_| None).collect()),
+            memo: RefCell::new(Memo::new()),
         }
     }
 
@@ -386,7 +401,10 @@ impl PickleSource {
             .borrow()
             .clone()
             .ok_or_else(|| PyException::new_err("this pickle source is closed"))?;
-        let obj = decode_external(py, &ctx, offset, len)?.unbind();
+        let memo = std::mem::take(&mut *self.memo.borrow_mut());
+        let (obj, memo) = decode_external(py, &ctx, offset, len, memo);
+        *self.memo.borrow_mut() = memo;
+        let obj = obj?.unbind();
         self.cache.borrow_mut()[index] = Some(obj.clone_ref(py));
         Ok(obj)
     }

@@ -144,16 +144,16 @@ impl<'py> Walker<'_, 'py> {
         }
         if let Some(zoneinfo) = &std.zoneinfo {
             if ty.is(zoneinfo) {
-                let key = tz.getattr(pyo3::intern!(self.py, "key"))?;
+                // __reduce__ gives (ZoneInfo._unpickle, (key, from_cache)), as pickle stores it.
+                let reduced = tz.call_method0(pyo3::intern!(self.py, "__reduce__"))?;
+                let args = reduced.get_item(1)?;
+                let key = args.get_item(0)?;
                 if key.is_none() {
-                    return Ok(false);
+                    return Ok(false); // built from a file object: no key to rebuild it from
                 }
-                self.w.tz_zoneinfo(
-                    key.cast::<PyString>()
-                        .map_err(PyErr::from)?
-                        .to_str()?
-                        .as_bytes(),
-                );
+                let from_cache: bool = args.get_item(1)?.is_truthy()?;
+                let key = key.cast::<PyString>().map_err(PyErr::from)?;
+                self.w.tz_zoneinfo(key.to_str()?.as_bytes(), !from_cache);
                 return Ok(true);
             }
         }
@@ -287,7 +287,7 @@ impl<'py> TreeDecoder<'_, 'py> {
                 Some(tz.map_err(|err| wrap_decode(py, err, "a timezone"))?)
             }
             Tag::TzZoneInfo => {
-                let key = r.byte_string("a zoneinfo key").map_err(decode_error)?;
+                let (key, no_cache) = r.tz_zoneinfo().map_err(decode_error)?;
                 let key =
                     std::str::from_utf8(key).map_err(|_| corrupt("a zoneinfo key is not UTF-8"))?;
                 let zoneinfo = std.zoneinfo.as_ref().ok_or_else(|| {
@@ -295,12 +295,14 @@ impl<'py> TreeDecoder<'_, 'py> {
                         "the payload holds a zoneinfo timezone but zoneinfo is unavailable",
                     )
                 })?;
-                Some(
+                let zone = if no_cache {
                     zoneinfo
                         .bind(py)
-                        .call1((key,))
-                        .map_err(|err| wrap_decode(py, err, "a zoneinfo timezone"))?,
-                )
+                        .call_method1(pyo3::intern!(py, "no_cache"), (key,))
+                } else {
+                    zoneinfo.bind(py).call1((key,))
+                };
+                Some(zone.map_err(|err| wrap_decode(py, err, "a zoneinfo timezone"))?)
             }
             other => {
                 return Err(corrupt(format!(

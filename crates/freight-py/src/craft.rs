@@ -1,0 +1,39 @@
+//! `_freight._envelope`: wraps a raw node tree and frames in a valid envelope (checksums
+//! included). For tests and fuzzers that need payloads the encoder would never write, to check
+//! that the decoder refuses them cleanly.
+
+use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::buffer::RawBuffer;
+
+#[pyfunction]
+#[pyo3(signature = (tree, frames=Vec::new(), tags=Vec::new(), needs_pickle=false))]
+pub fn _envelope<'py>(
+    py: Python<'py>,
+    tree: &[u8],
+    frames: Vec<Bound<'py, PyAny>>,
+    tags: Vec<String>,
+    needs_pickle: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let buffers = frames
+        .iter()
+        .map(RawBuffer::simple)
+        .collect::<PyResult<Vec<_>>>()?;
+    let slices: Vec<&[u8]> = buffers.iter().map(RawBuffer::as_slice).collect();
+    let spec = EnvelopeSpec {
+        needs_pickle,
+        tags: tags.iter().map(String::as_str).collect(),
+        versions: Vec::new(),
+        frame_lens: slices.iter().map(|f| f.len() as u64).collect(),
+        checksums: true,
+        tree,
+    };
+    let mut writer = EnvelopeWriter::new(&spec);
+    let mut out = vec![0u8; writer.total_len()];
+    writer
+        .write_contiguous(&mut out, &slices)
+        .map_err(|e| crate::errors::SerializationError::new_err(e.to_string()))?;
+    Ok(PyBytes::new(py, &out))
+}
