@@ -65,7 +65,7 @@ class Entry:
         for t in self.types:
             if not isinstance(t, type):
                 raise SerializationError(f"types must be classes; got {t!r} for serializer {self.tag!r}")
-        self.safe = bool(getattr(serializer, "safe", True) if safe is None else safe)
+
         self.predicate = getattr(serializer, "supported", None) or getattr(serializer, "serializable", None)
         if not self.types and self.predicate is None:
             raise SerializationError(
@@ -81,6 +81,10 @@ class Entry:
         self._serialize = serializer.serialize
         self._deserialize = serializer.deserialize
         self.simple = _takes_one_argument(self._deserialize)
+        # Scaler-style bytes serializers usually call pickle in deserialize: unless they say
+        # otherwise, allow_pickle=False refuses them too.
+        default_safe = not self.simple
+        self.safe = bool(getattr(serializer, "safe", default_safe) if safe is None else safe)
 
     def encode(self, obj: Any) -> tuple[Any, list[Any]]:
         out = self._serialize(obj)

@@ -332,3 +332,25 @@ def test_non_buffer_arguments_give_freight_errors(bad):
         freight.loads_frames(bad)
     with pytest.raises(freight.DeserializationError):
         freight.inspect([bad])
+
+
+class BytesSerializer:
+    """Scaler's shape: serialize(obj) -> bytes, deserialize(payload) (here it would unpickle)."""
+
+    def serialize(self, box):
+        return b"payload"
+
+    def deserialize(self, payload):
+        return Box(payload)
+
+
+def test_scaler_style_serializers_are_unsafe_unless_they_say_otherwise():
+    codec = freight.Freight()
+    codec.register(BytesSerializer(), types=Box, tag="test.bytes")
+    blob = codec.dumps(Box(None))
+    with pytest.raises(freight.UnsafePayloadError, match="test.bytes"):
+        codec.loads(blob, allow_pickle=False)
+    assert codec.loads(blob).items == b"payload"
+    trusting = freight.Freight()
+    trusting.register(BytesSerializer(), types=Box, tag="test.bytes", safe=True)
+    assert trusting.loads(trusting.dumps(Box(None)), allow_pickle=False).items == b"payload"
