@@ -53,11 +53,24 @@ fn check_allowed(
     opts: &Options,
 ) -> PyResult<Vec<Py<PyAny>>> {
     if header.needs_pickle() && !opts.allow_pickle {
-        return Err(UnsafePayloadError::new_err(
-            "the payload needs pickle to load (it holds objects freight encodes with pickle, or a serializer \
-             marked unsafe), and allow_pickle=False refuses that; load it with allow_pickle=True only if you \
-             trust its source",
-        ));
+        // Name the unsafe serializer when that is the reason (lookups that fail are ignored here:
+        // the payload is refused either way).
+        let unsafe_tag = header.tags.iter().find(|tag| {
+            registry
+                .call_method1(pyo3::intern!(py, "by_tag"), (**tag,))
+                .and_then(|entry| entry.getattr(pyo3::intern!(py, "safe"))?.extract::<bool>())
+                .is_ok_and(|safe| !safe)
+        });
+        return Err(UnsafePayloadError::new_err(match unsafe_tag {
+            Some(tag) => format!(
+                "the payload uses serializer {tag:?}, which is marked unsafe (its decoding can run arbitrary \
+                 code), and allow_pickle=False refuses that; load it with allow_pickle=True only if you trust \
+                 its source, or register the serializer with safe=True if its decoding runs no such code"
+            ),
+            None => "the payload needs pickle to load (it holds objects freight encodes with pickle), and \
+                     allow_pickle=False refuses that; load it with allow_pickle=True only if you trust its source"
+                .to_owned(),
+        }));
     }
     let mut entries = Vec::with_capacity(header.tags.len());
     for tag in &header.tags {
