@@ -26,6 +26,14 @@ class Freight:
         verify: default for :meth:`loads`; check frame checksums (None: unless zero_copy).
         checksum: write frame checksums in :meth:`dumps` (``dumps_frames`` never does by default,
             so that it stays constant-time).
+        compression: default for :meth:`dumps`: None, ``"lz4"``, ``"zstd"``, ``("zstd", level)``
+            or ``"auto"`` (per frame, lz4 only where samples shrink). A call's ``compression=``
+            overrides it (``"none"`` turns it off).
+        key: signs every payload with HMAC-SHA256 (:meth:`dumps`) and requires a valid signature
+            on :meth:`loads`; a list of keys is accepted on load (the first one signs), for
+            rotation.
+        max_size: largest raw frame :meth:`loads` accepts (default 16 GiB), checked before
+            anything is allocated for it: a bound on decompression bombs and lying headers.
         registry: the registry to use; a new layer over the global registry by default.
     """
 
@@ -36,6 +44,9 @@ class Freight:
         zero_copy: bool = False,
         verify: bool | None = None,
         checksum: bool = True,
+        compression: Any = None,
+        key: bytes | list[bytes] | None = None,
+        max_size: int | None = None,
         registry: Registry | None = None,
     ):
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
@@ -46,6 +57,9 @@ class Freight:
             zero_copy=zero_copy,
             verify=verify,
             checksum=checksum,
+            compression=compression,
+            key=key,
+            max_size=max_size,
         )
         # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
         self.dumps = self._codec.dumps
@@ -143,11 +157,13 @@ def unregister(tag: str) -> None:
     GLOBAL.unregister(tag)
 
 
-def inspect(data: Any) -> dict[str, Any]:
+def inspect(data: Any, key: bytes | list[bytes] | None = None) -> dict[str, Any]:
     """Describes a payload without decoding it: format version, flags, tags, producer versions,
-    frames (sizes, checksums and whether they match) and the node tree's shape.
+    frames (codec, sizes, ratio, shuffle, checksums and whether they match), whether it is
+    signed and, given ``key``, whether the signature matches (``signature_ok``), and the node
+    tree's shape.
 
     ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output)."""
     if isinstance(data, (list, tuple)):
-        return _freight.inspect_frames(list(data))
-    return _freight.inspect(data)
+        return _freight.inspect_frames(list(data), key)
+    return _freight.inspect(data, key)

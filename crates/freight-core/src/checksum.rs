@@ -1,84 +1,73 @@
-//! xxh3-64 checksums, and copies that compute the checksum on the way so that the bytes are read
-//! from memory once (the chunk just copied is still in cache when it is hashed).
+//! Frame checksums (xxh3-64) and the copies that compute them on the way.
+//!
+//! A frame up to `CHECKSUM_BLOCK` bytes is checksummed with plain xxh3-64. A larger one (flag
+//! BLOCK_CHECKSUM in its frame-table entry) is checksummed as the xxh3-64 of the little-endian
+//! xxh3-64 digests of its 1 MiB blocks: the blocks hash on all cores, in the same pass as their
+//! copy, so checking a large frame costs almost nothing over copying it.
 
-use xxhash_rust::xxh3::{xxh3_64, Xxh3};
+use rayon::prelude::*;
+use xxhash_rust::xxh3::xxh3_64;
 
-/// Chunk size of the fused copy: fits in L2 on the machines we measured.
-const CHUNK: usize = 256 * 1024;
+/// Block size of block checksums (part of the format).
+pub const CHECKSUM_BLOCK: usize = 1 << 20;
+
+/// Frames at least this large are copied on all cores.
+pub const PARALLEL_MIN: usize = 4 << 20;
 
 #[inline]
 pub fn hash(data: &[u8]) -> u64 {
     xxh3_64(data)
 }
 
-/// Plain copy (kept here so that every large copy of the crate goes through one place).
+/// Whether a frame of `len` stored bytes gets a block checksum.
 #[inline]
-pub fn copy(dst: &mut [u8], src: &[u8]) {
-    dst.copy_from_slice(src);
+pub fn block_mode(len: usize) -> bool {
+    len > CHECKSUM_BLOCK
 }
 
-/// Frames at least this large are copied by two threads (the page faults of a fresh buffer and
-/// the copy itself both go faster on two cores than on one).
-pub const PARALLEL_MIN: usize = 16 << 20;
+fn combine(digests: &[u64]) -> u64 {
+    let bytes: Vec<u8> = digests.iter().flat_map(|d| d.to_le_bytes()).collect();
+    xxh3_64(&bytes)
+}
 
-/// Copies `src` into `dst` and returns the xxh3-64 of the bytes.
-pub fn copy_and_hash(dst: &mut [u8], src: &[u8]) -> u64 {
+/// The checksum of a frame's stored bytes (`block`: from its frame-table flag).
+pub fn frame_checksum(data: &[u8], block: bool) -> u64 {
+    if !block {
+        return xxh3_64(data);
+    }
+    let digests: Vec<u64> = data.par_chunks(CHECKSUM_BLOCK).map(xxh3_64).collect();
+    combine(&digests)
+}
+
+/// Copies `src` into `dst` and returns the checksum of the bytes written.
+pub fn copy_and_checksum(dst: &mut [u8], src: &[u8], block: bool) -> u64 {
     assert_eq!(dst.len(), src.len());
-    if src.len() <= CHUNK {
+    if !block {
         dst.copy_from_slice(src);
         return xxh3_64(dst);
     }
-    let mut hasher = Xxh3::new();
-    if src.len() >= PARALLEL_MIN && parallelism() > 1 {
-        // One thread copies the second half while this one copies and hashes the first half;
-        // then this one hashes the second half (xxh3 is one sequential stream: only the copy
-        // splits).
-        let mid = (src.len() / 2) & !(CHUNK - 1);
-        let (d1, d2) = dst.split_at_mut(mid);
-        let (s1, s2) = src.split_at(mid);
-        std::thread::scope(|scope| {
-            let helper = scope.spawn(|| copy(d2, s2));
-            copy_hashing(&mut hasher, d1, s1);
-            helper.join().expect("copy thread");
-        });
-        // Hash what was written, not the source: another thread may be changing the source
-        // (the GIL is released), and the checksum must describe the bytes stored.
-        hasher.update(d2);
-        return hasher.digest();
-    }
-    copy_hashing(&mut hasher, dst, src);
-    hasher.digest()
+    // Hash what was written, block by block while it is in cache: another thread may be
+    // changing the source (the GIL is released), and the checksum must describe the stored bytes.
+    let digests: Vec<u64> = dst
+        .par_chunks_mut(CHECKSUM_BLOCK)
+        .zip(src.par_chunks(CHECKSUM_BLOCK))
+        .map(|(d, s)| {
+            d.copy_from_slice(s);
+            xxh3_64(d)
+        })
+        .collect();
+    combine(&digests)
 }
 
-fn copy_hashing(hasher: &mut Xxh3, dst: &mut [u8], src: &[u8]) {
-    for (d, s) in dst.chunks_mut(CHUNK).zip(src.chunks(CHUNK)) {
-        d.copy_from_slice(s);
-        hasher.update(d);
-    }
-}
-
-/// Copies `src` into `dst`, on two threads when large.
+/// Copies `src` into `dst`, on all cores when large.
 pub fn copy_parallel(dst: &mut [u8], src: &[u8]) {
-    if src.len() >= PARALLEL_MIN && parallelism() > 1 {
-        let mid = src.len() / 2;
-        let (d1, d2) = dst.split_at_mut(mid);
-        let (s1, s2) = src.split_at(mid);
-        std::thread::scope(|scope| {
-            scope.spawn(|| copy(d2, s2));
-            copy(d1, s1);
-        });
+    if src.len() >= PARALLEL_MIN {
+        dst.par_chunks_mut(CHECKSUM_BLOCK)
+            .zip(src.par_chunks(CHECKSUM_BLOCK))
+            .for_each(|(d, s)| d.copy_from_slice(s));
     } else {
-        copy(dst, src);
+        dst.copy_from_slice(src);
     }
-}
-
-fn parallelism() -> usize {
-    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *CORES.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    })
 }
 
 #[cfg(test)]
@@ -86,21 +75,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fused_copy_hashes_like_plain_hash() {
+    fn fused_copies_checksum_like_the_plain_functions() {
         for len in [
             0usize,
             1,
             63,
-            CHUNK - 1,
-            CHUNK,
-            CHUNK + 1,
-            3 * CHUNK + 17,
-            PARALLEL_MIN + 4097,
+            CHECKSUM_BLOCK - 1,
+            CHECKSUM_BLOCK,
+            CHECKSUM_BLOCK + 1,
+            5 * CHECKSUM_BLOCK + 17,
         ] {
             let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let block = block_mode(len);
             let mut dst = vec![0u8; len];
-            assert_eq!(copy_and_hash(&mut dst, &src), hash(&src));
+            assert_eq!(
+                copy_and_checksum(&mut dst, &src, block),
+                frame_checksum(&src, block)
+            );
+            assert_eq!(dst, src);
+            let mut dst = vec![0u8; len];
+            copy_parallel(&mut dst, &src);
             assert_eq!(dst, src);
         }
+    }
+
+    #[test]
+    fn block_checksums_see_every_byte() {
+        let mut data = vec![7u8; 3 * CHECKSUM_BLOCK];
+        let sum = frame_checksum(&data, true);
+        data[2 * CHECKSUM_BLOCK + 5] ^= 1;
+        assert_ne!(frame_checksum(&data, true), sum);
     }
 }

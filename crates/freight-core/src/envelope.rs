@@ -4,6 +4,7 @@
 use crate::checksum;
 use crate::error::{Error, Result};
 use crate::reader::Reader;
+use crate::sign;
 use crate::varint::put_uvarint;
 
 pub const MAGIC: [u8; 4] = *b"\x89FRT";
@@ -21,23 +22,27 @@ pub mod flags {
     pub const FRAMES: u8 = 1 << 1;
     /// A meta section (tags used, producer versions) is present.
     pub const META: u8 = 1 << 2;
-    /// Reserved for the HMAC-SHA256 trailer (next format feature; v1 readers refuse it).
+    /// A 32-byte HMAC-SHA256 of every byte before it ends the payload (see sign.rs).
     pub const SIGNED: u8 = 1 << 3;
-    pub const KNOWN: u8 = NEEDS_PICKLE | FRAMES | META;
+    pub const KNOWN: u8 = NEEDS_PICKLE | FRAMES | META | SIGNED;
 }
 
 /// Bits of a frame table entry's flags byte.
 pub mod frame_flags {
     /// An xxh3-64 checksum of the stored bytes follows the lengths.
     pub const CHECKSUM: u8 = 1 << 0;
-    /// Reserved: byte-shuffle filter applied before the codec (item size follows).
+    /// Bytes were shuffled by item (item size follows) before the codec compressed them.
     pub const SHUFFLE: u8 = 1 << 1;
-    pub const KNOWN: u8 = CHECKSUM;
+    /// The checksum is a block checksum (checksum.rs), not plain xxh3-64 of the frame.
+    pub const BLOCK_CHECKSUM: u8 = 1 << 2;
+    pub const KNOWN: u8 = CHECKSUM | SHUFFLE | BLOCK_CHECKSUM;
 }
 
-/// Frame codecs. v1 writers only write `None`; the byte is reserved for lz4 (1) and zstd (2).
+/// Frame codecs: 0 none, 1 lz4, 2 zstd (see compress.rs for the stored layout).
 pub mod codec {
     pub const NONE: u8 = 0;
+    pub const LZ4: u8 = 1;
+    pub const ZSTD: u8 = 2;
 }
 
 /// Limits a reader enforces before it allocates or walks anything.
@@ -66,6 +71,31 @@ pub struct FrameInfo {
     pub raw_len: u64,
     pub stored_len: u64,
     pub checksum: Option<u64>,
+    /// The checksum is a block checksum (checksum.rs).
+    pub block_checksum: bool,
+    /// Item size of the byte shuffle applied before compression.
+    pub shuffle: Option<u32>,
+}
+
+/// How a writer stores one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameLayout {
+    pub raw_len: u64,
+    pub stored_len: u64,
+    pub codec: u8,
+    pub shuffle: Option<u32>,
+}
+
+impl FrameLayout {
+    /// A frame stored as it is.
+    pub fn raw(len: u64) -> Self {
+        Self {
+            raw_len: len,
+            stored_len: len,
+            codec: codec::NONE,
+            shuffle: None,
+        }
+    }
 }
 
 /// What a writer knows before it lays the envelope out.
@@ -76,10 +106,12 @@ pub struct EnvelopeSpec<'a> {
     pub tags: Vec<&'a str>,
     /// Producer versions that matter to a reader ("python" -> "3.11", "cloudpickle" -> ...).
     pub versions: Vec<(&'a str, &'a str)>,
-    /// Stored length of each frame (v1 writes raw frames: stored == raw).
-    pub frame_lens: Vec<u64>,
+    /// How each frame is stored.
+    pub frames: Vec<FrameLayout>,
     /// Whether frame checksums are written.
     pub checksums: bool,
+    /// Whether a signature trailer follows the frames (written by `sign_contiguous`).
+    pub signed: bool,
     pub tree: &'a [u8],
 }
 
@@ -104,6 +136,8 @@ pub struct EnvelopeWriter<'a> {
     /// Where each frame's checksum sits in `prefix`, when it has one.
     checksum_at: Vec<Option<usize>>,
     frame_lens: Vec<u64>,
+    block_checksums: Vec<bool>,
+    signed: bool,
 }
 
 impl<'a> EnvelopeWriter<'a> {
@@ -116,8 +150,11 @@ impl<'a> EnvelopeWriter<'a> {
         if has_meta {
             flag_bits |= flags::META;
         }
-        if !spec.frame_lens.is_empty() {
+        if !spec.frames.is_empty() {
             flag_bits |= flags::FRAMES;
+        }
+        if spec.signed {
+            flag_bits |= flags::SIGNED;
         }
 
         // Meta section and frame table first, to know the header body's length.
@@ -133,23 +170,38 @@ impl<'a> EnvelopeWriter<'a> {
                 put_str(&mut sections, version);
             }
         }
-        let mut checksum_at = Vec::with_capacity(spec.frame_lens.len());
-        if !spec.frame_lens.is_empty() {
-            put_uvarint(&mut sections, spec.frame_lens.len() as u64);
-            for &len in &spec.frame_lens {
-                sections.push(if spec.checksums {
-                    frame_flags::CHECKSUM
-                } else {
-                    0
-                });
-                sections.push(codec::NONE);
-                put_uvarint(&mut sections, len);
+        let mut checksum_at = Vec::with_capacity(spec.frames.len());
+        let mut block_checksums = Vec::with_capacity(spec.frames.len());
+        if !spec.frames.is_empty() {
+            put_uvarint(&mut sections, spec.frames.len() as u64);
+            for frame in &spec.frames {
+                let block = spec.checksums && checksum::block_mode(frame.stored_len as usize);
+                let mut bits = 0;
+                if spec.checksums {
+                    bits |= frame_flags::CHECKSUM;
+                }
+                if block {
+                    bits |= frame_flags::BLOCK_CHECKSUM;
+                }
+                if frame.shuffle.is_some() {
+                    bits |= frame_flags::SHUFFLE;
+                }
+                sections.push(bits);
+                sections.push(frame.codec);
+                put_uvarint(&mut sections, frame.raw_len);
+                if frame.codec != codec::NONE {
+                    put_uvarint(&mut sections, frame.stored_len);
+                }
+                if let Some(itemsize) = frame.shuffle {
+                    put_uvarint(&mut sections, itemsize as u64);
+                }
                 if spec.checksums {
                     checksum_at.push(Some(sections.len()));
                     sections.extend_from_slice(&[0; 8]);
                 } else {
                     checksum_at.push(None);
                 }
+                block_checksums.push(block);
             }
         }
         let body_len = (sections.len() + spec.tree.len()) as u64;
@@ -168,7 +220,9 @@ impl<'a> EnvelopeWriter<'a> {
             prefix,
             tree: spec.tree,
             checksum_at,
-            frame_lens: spec.frame_lens.clone(),
+            frame_lens: spec.frames.iter().map(|f| f.stored_len).collect(),
+            block_checksums,
+            signed: spec.signed,
         }
     }
 
@@ -189,13 +243,18 @@ impl<'a> EnvelopeWriter<'a> {
         offsets
     }
 
-    /// Total length of the contiguous layout.
+    /// Total length of the contiguous layout (with the signature trailer, when signed).
     pub fn total_len(&self) -> usize {
         let mut end = self.header_len();
         for &len in &self.frame_lens {
             end = align_up(end) + len as usize;
         }
-        end
+        end + if self.signed { sign::SIGNATURE_LEN } else { 0 }
+    }
+
+    /// Whether frame `i` gets a block checksum.
+    pub fn block_checksum(&self, frame: usize) -> bool {
+        self.block_checksums.get(frame).copied().unwrap_or(false)
     }
 
     pub fn frame_count(&self) -> usize {
@@ -231,7 +290,7 @@ impl<'a> EnvelopeWriter<'a> {
             out[end..start].fill(0);
             let dst = &mut out[start..start + frame.len()];
             if self.checksum_at[i].is_some() {
-                let sum = checksum::copy_and_hash(dst, frame);
+                let sum = checksum::copy_and_checksum(dst, frame, self.block_checksums[i]);
                 self.set_frame_checksum(i, sum);
             } else {
                 checksum::copy_parallel(dst, frame);
@@ -240,6 +299,13 @@ impl<'a> EnvelopeWriter<'a> {
         }
         self.write_header(out);
         Ok(())
+    }
+
+    /// Signs a payload written by `write_contiguous` (its last 32 bytes are the trailer).
+    pub fn sign_contiguous(&self, out: &mut [u8], key: &[u8]) {
+        debug_assert!(self.signed);
+        let (body, trailer) = out.split_at_mut(out.len() - sign::SIGNATURE_LEN);
+        trailer.copy_from_slice(&sign::sign(key, &[body]));
     }
 }
 
@@ -260,6 +326,10 @@ pub struct Header<'a> {
 impl Header<'_> {
     pub fn needs_pickle(&self) -> bool {
         self.flags & flags::NEEDS_PICKLE != 0
+    }
+
+    pub fn signed(&self) -> bool {
+        self.flags & flags::SIGNED != 0
     }
 }
 
@@ -295,11 +365,6 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
     let mut r = Reader::new(buf);
     r.take(MAGIC.len() + 1, "the preamble")?;
     let flag_bits = r.u8("the flags byte")?;
-    if flag_bits & flags::SIGNED != 0 {
-        return Err(Error::corrupt(
-            "the payload is signed, and signed payloads need a newer freight build to read",
-        ));
-    }
     if flag_bits & !flags::KNOWN != 0 {
         return Err(Error::corrupt(format!(
             "unknown header flags {:#04x}; the payload may come from a newer freight",
@@ -355,7 +420,7 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
                 )));
             }
             let codec = r.u8("a frame codec")?;
-            if codec != codec::NONE {
+            if codec > codec::ZSTD {
                 return Err(Error::corrupt(format!(
                     "frame {i} uses codec {codec}, which this freight build cannot decode"
                 )));
@@ -368,16 +433,35 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
                     limit: limits.max_frame,
                 });
             }
+            let stored_len = if codec == codec::NONE {
+                raw_len
+            } else {
+                r.uvarint("a stored frame length")?
+            };
+            let shuffle = if frame_flags & frame_flags::SHUFFLE != 0 {
+                let itemsize = r.uvarint("a shuffle item size")?;
+                if !(2..=1 << 16).contains(&itemsize) || codec == codec::NONE {
+                    return Err(Error::corrupt(format!(
+                        "frame {i} has a bad shuffle item size {itemsize}"
+                    )));
+                }
+                Some(itemsize as u32)
+            } else {
+                None
+            };
             let checksum = if frame_flags & frame_flags::CHECKSUM != 0 {
                 Some(r.u64_le("a frame checksum")?)
             } else {
                 None
             };
+            let block_checksum = frame_flags & frame_flags::BLOCK_CHECKSUM != 0;
             frames.push(FrameInfo {
                 codec,
                 raw_len,
-                stored_len: raw_len,
+                stored_len,
                 checksum,
+                block_checksum,
+                shuffle,
             });
         }
     }
@@ -399,6 +483,23 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
 /// Locates every frame of a contiguous payload: checks that each lies inside `buf`, that the
 /// padding between them is zero and that nothing trails the last one.
 pub fn locate_frames(header: &Header<'_>, buf: &[u8]) -> Result<Vec<std::ops::Range<usize>>> {
+    // A signed payload ends with its signature, after the frames.
+    let buf = if header.signed() {
+        let Some(end) = buf
+            .len()
+            .checked_sub(sign::SIGNATURE_LEN)
+            .filter(|&e| e >= header.len)
+        else {
+            return Err(Error::Truncated {
+                what: "the signature",
+                offset: buf.len(),
+                needed: sign::SIGNATURE_LEN,
+            });
+        };
+        &buf[..end]
+    } else {
+        buf
+    };
     let mut ranges = Vec::with_capacity(header.frames.len());
     let mut end = header.len;
     for (i, frame) in header.frames.iter().enumerate() {
@@ -447,7 +548,7 @@ pub fn check_frame(header: &Header<'_>, index: usize, data: &[u8], verify: bool)
     }
     if verify {
         if let Some(stored) = info.checksum {
-            let computed = checksum::hash(data);
+            let computed = checksum::frame_checksum(data, info.block_checksum);
             if computed != stored {
                 return Err(Error::Checksum {
                     what: format!("frame {index}"),
@@ -458,4 +559,24 @@ pub fn check_frame(header: &Header<'_>, index: usize, data: &[u8], verify: bool)
         }
     }
     Ok(())
+}
+
+/// Checks the signature of a contiguous payload against `keys` (any of them), before anything
+/// else of it is read. Errors: not signed, or signed with none of the keys / tampered with.
+pub fn verify_signature(buf: &[u8], keys: &[&[u8]]) -> Result<()> {
+    check_preamble(buf)?;
+    let flag_bits = *buf.get(MAGIC.len() + 1).ok_or(Error::Truncated {
+        what: "the flags byte",
+        offset: 5,
+        needed: 1,
+    })?;
+    if flag_bits & flags::SIGNED == 0 || buf.len() < MAGIC.len() + 2 + sign::SIGNATURE_LEN {
+        return Err(Error::Unsigned);
+    }
+    let (body, signature) = buf.split_at(buf.len() - sign::SIGNATURE_LEN);
+    if sign::verify(keys, &[body], signature) {
+        Ok(())
+    } else {
+        Err(Error::BadSignature)
+    }
 }

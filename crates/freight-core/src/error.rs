@@ -43,6 +43,16 @@ pub enum Error {
         computed: u64,
     },
 
+    /// A key was given but the payload carries no signature.
+    #[error("the payload is not signed, but a key was given: refusing it (it may have been forged or stripped of its signature); sign payloads with dumps(..., key=...)")]
+    Unsigned,
+
+    /// The signature does not match under any of the keys.
+    #[error(
+        "the payload's signature does not match: it was tampered with, or signed with another key"
+    )]
+    BadSignature,
+
     /// Nesting deeper than the reader accepts.
     #[error("freight payload nests deeper than {limit} levels")]
     TooDeep { limit: usize },
@@ -55,7 +65,10 @@ impl Error {
 
     /// True for errors that mean "the bytes were changed" rather than "the bytes are malformed".
     pub fn is_integrity(&self) -> bool {
-        matches!(self, Error::Checksum { .. })
+        matches!(
+            self,
+            Error::Checksum { .. } | Error::Unsigned | Error::BadSignature
+        )
     }
 }
 

@@ -9,16 +9,18 @@
 //! before it is used, so no input can make the reader allocate more than the input justifies.
 
 pub mod checksum;
+pub mod compress;
 pub mod envelope;
 pub mod error;
 pub mod memory;
 pub mod reader;
+pub mod sign;
 pub mod tags;
 pub mod varint;
 pub mod walk;
 pub mod writer;
 
-pub use envelope::{EnvelopeSpec, EnvelopeWriter, FrameInfo, Header, Limits};
+pub use envelope::{EnvelopeSpec, EnvelopeWriter, FrameInfo, FrameLayout, Header, Limits};
 pub use error::{Error, Result};
 pub use reader::{PickleDataRef, PickleNode, Reader};
 pub use tags::Tag;

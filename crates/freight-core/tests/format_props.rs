@@ -2,7 +2,7 @@
 //! exactly; truncated, mutated or random bytes give an error, never a panic, and never pass
 //! verification.
 
-use freight_core::envelope::{self, EnvelopeSpec, EnvelopeWriter, Limits};
+use freight_core::envelope::{self, EnvelopeSpec, EnvelopeWriter, FrameLayout, Limits};
 use freight_core::walk::walk_tree;
 use freight_core::{DateTimeFields, Tag, TreeWriter};
 use proptest::prelude::*;
@@ -97,8 +97,12 @@ fn envelope(tree: &[u8], frames: &[Vec<u8>], checksums: bool, tags: &[&str]) -> 
         needs_pickle: false,
         tags: tags.to_vec(),
         versions: vec![("python", "3.11")],
-        frame_lens: frames.iter().map(|f| f.len() as u64).collect(),
+        frames: frames
+            .iter()
+            .map(|f| FrameLayout::raw(f.len() as u64))
+            .collect(),
         checksums,
+        signed: false,
         tree,
     };
     let mut writer = EnvelopeWriter::new(&spec);

@@ -206,6 +206,12 @@ impl FrameBuffer {
     }
 }
 
+/// `memoryview(obj)`.
+pub fn memoryview<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: PyMemoryView_FromObject returns a new reference or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(obj.py(), ffi::PyMemoryView_FromObject(obj.as_ptr())) }
+}
+
 /// A memoryview over a new FrameBuffer.
 pub fn frame_memoryview<'py>(py: Python<'py>, frame: FrameBuffer) -> PyResult<Bound<'py, PyAny>> {
     let obj = Bound::new(py, frame)?;

@@ -2,15 +2,17 @@
 //! Two phases: while attached, walk the objects into a tree and a list of frames; then lay the
 //! envelope out and copy the frames with the GIL released.
 
-use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter};
+use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter, FrameLayout};
 use freight_core::{PickleData, TreeWriter};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer};
+use crate::compression::Stored;
 use crate::decode::{decode, DecodeCtx, Options};
 use crate::encode::{Dispatch, EncodeState, FrameSource, Walker, FRAME_MIN};
 use crate::errors::{EncodeError, SerializationError};
+use crate::options::{self, Compression};
 use crate::pickle_bridge::PickleSink;
 
 #[pyclass(module = "freight._freight", frozen)]
@@ -22,6 +24,10 @@ pub struct Codec {
     zero_copy: bool,
     verify: Option<bool>,
     checksum: bool,
+    compression: Compression,
+    /// The first key signs; all of them are accepted on load (key rotation).
+    keys: Vec<Vec<u8>>,
+    max_size: u64,
 }
 
 /// A walked payload, ready to be laid out.
@@ -32,7 +38,20 @@ struct Encoded {
 }
 
 impl Encoded {
-    fn spec(&self, checksums: bool) -> EnvelopeSpec<'_> {
+    fn frame_slices(&self) -> Vec<&[u8]> {
+        self.state
+            .frames
+            .iter()
+            .map(FrameSource::as_slice)
+            .collect()
+    }
+
+    fn spec<'a>(
+        &'a self,
+        frames: Vec<FrameLayout>,
+        checksums: bool,
+        signed: bool,
+    ) -> EnvelopeSpec<'a> {
         EnvelopeSpec {
             needs_pickle: self.state.needs_pickle,
             tags: self.state.tags.iter().map(String::as_str).collect(),
@@ -41,13 +60,9 @@ impl Encoded {
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str()))
                 .collect(),
-            frame_lens: self
-                .state
-                .frames
-                .iter()
-                .map(|f| f.as_slice().len() as u64)
-                .collect(),
+            frames,
             checksums,
+            signed,
             tree: &self.tree,
         }
     }
@@ -154,15 +169,51 @@ impl Codec {
         allow_pickle: Option<bool>,
         zero_copy: Option<bool>,
         verify: Option<bool>,
-    ) -> Options {
+        key: Option<&Bound<'_, PyAny>>,
+        max_size: Option<u64>,
+    ) -> PyResult<Options> {
         let zero_copy = zero_copy.unwrap_or(self.zero_copy);
-        Options {
+        Ok(Options {
             allow_pickle: allow_pickle.unwrap_or(self.allow_pickle),
             zero_copy,
             // Verifying reads every byte: a zero-copy load skips it unless asked, so that it stays
             // constant-time.
             verify: verify.or(self.verify).unwrap_or(!zero_copy),
+            keys: match key {
+                Some(key) => options::keys(key)?,
+                None => self.keys.clone(),
+            },
+            max_size: max_size.unwrap_or(self.max_size),
+        })
+    }
+
+    /// Frames as they will be stored, after the call's (or the codec's) compression policy.
+    fn store(
+        &self,
+        py: Python<'_>,
+        encoded: &Encoded,
+        compression: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<Stored>> {
+        let policy = match compression {
+            Some(obj) => options::compression(obj)?,
+            None => self.compression,
+        };
+        let sources = encoded.frame_slices();
+        let itemsizes = &encoded.state.itemsizes;
+        if policy == Compression::None {
+            return Ok(crate::compression::apply(policy, &sources, itemsizes));
         }
+        let total: usize = sources.iter().map(|s| s.len()).sum();
+        Ok(maybe_detach(py, total, || {
+            crate::compression::apply(policy, &sources, itemsizes)
+        }))
+    }
+
+    fn signing_key(&self, key: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
+        Ok(match key {
+            Some(key) => options::keys(key)?.into_iter().next(),
+            None => self.keys.first().cloned(),
+        })
     }
 }
 
@@ -179,7 +230,8 @@ impl<T: ?Sized> SendPtr<T> {
 #[pymethods]
 impl Codec {
     #[new]
-    #[pyo3(signature = (types, registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true))]
+    #[pyo3(signature = (types, registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true, compression=None, key=None, max_size=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         types: Bound<'_, PyDict>,
         registry: Bound<'_, PyAny>,
@@ -187,6 +239,9 @@ impl Codec {
         zero_copy: bool,
         verify: Option<bool>,
         checksum: bool,
+        compression: Option<Bound<'_, PyAny>>,
+        key: Option<Bound<'_, PyAny>>,
+        max_size: Option<u64>,
     ) -> PyResult<Self> {
         let predicates = registry
             .getattr("_predicate_view")?
@@ -200,60 +255,94 @@ impl Codec {
             zero_copy,
             verify,
             checksum,
+            compression: match &compression {
+                Some(obj) => options::compression(obj)?,
+                None => Compression::None,
+            },
+            keys: match &key {
+                Some(obj) => options::keys(obj)?,
+                None => Vec::new(),
+            },
+            max_size: max_size.unwrap_or(options::DEFAULT_MAX_SIZE),
         })
     }
 
-    /// Serializes `obj` to one `bytes` object (each frame copied exactly once).
-    #[pyo3(signature = (obj, /, *, checksum=None))]
+    /// Serializes `obj` to one `bytes` object (each frame copied exactly once, or compressed).
+    #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
     fn dumps<'py>(
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
         checksum: Option<bool>,
+        compression: Option<&Bound<'py, PyAny>>,
+        key: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let encoded = self.encode(py, obj)?;
-        let spec = encoded.spec(checksum.unwrap_or(self.checksum));
+        let stored = self.store(py, &encoded, compression)?;
+        let key = self.signing_key(key)?;
+        let layouts = stored.iter().map(|s| s.layout).collect();
+        let spec = encoded.spec(layouts, checksum.unwrap_or(self.checksum), key.is_some());
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
-        // SAFETY: write_contiguous below writes all `total` bytes before `bytes` is returned.
+        // SAFETY: write_contiguous (and sign_contiguous) write all `total` bytes before `bytes`
+        // is returned.
         let (bytes, out) = unsafe { uninit_bytes(py, total)? };
-        let frames: Vec<&[u8]> = encoded
-            .state
-            .frames
+        let sources = encoded.frame_slices();
+        let frames: Vec<&[u8]> = stored
             .iter()
-            .map(FrameSource::as_slice)
+            .zip(&sources)
+            .map(|(s, &source)| s.data.as_deref().unwrap_or(source))
             .collect();
         let frame_bytes: usize = frames.iter().map(|f| f.len()).sum();
         let out = SendPtr(out as *mut [u8]);
         let frames_ptr = SendPtr(&frames as *const Vec<&[u8]> as *mut Vec<&[u8]>);
         let writer_ptr = SendPtr(&mut writer as *mut EnvelopeWriter);
-        maybe_detach(py, frame_bytes, move || {
-            // SAFETY: `out` is the fresh bytes object's buffer, exclusively ours until returned;
-            // the frame sources are kept alive (and pinned by their exports) by `encoded`.
-            let (out, frames, writer) =
-                unsafe { (&mut *out.get(), &*frames_ptr.get(), &mut *writer_ptr.get()) };
-            writer.write_contiguous(out, frames)
-        })
+        let key = key.as_deref();
+        maybe_detach(
+            py,
+            frame_bytes.max(if key.is_some() { total } else { 0 }),
+            move || {
+                // SAFETY: `out` is the fresh bytes object's buffer, exclusively ours until returned;
+                // the frame sources are kept alive (and pinned by their exports) by `encoded`.
+                let (out, frames, writer) =
+                    unsafe { (&mut *out.get(), &*frames_ptr.get(), &mut *writer_ptr.get()) };
+                writer.write_contiguous(out, frames)?;
+                if let Some(key) = key {
+                    writer.sign_contiguous(out, key);
+                }
+                Ok::<(), freight_core::Error>(())
+            },
+        )
         .map_err(|e| SerializationError::new_err(e.to_string()))?;
         Ok(bytes)
     }
 
-    /// Serializes `obj` to a list of buffers: the header, then each frame as a zero-copy view of
-    /// the original memory. No checksums by default (computing them reads every byte).
-    #[pyo3(signature = (obj, /, *, checksum=false))]
+    /// Serializes `obj` to a list of buffers: the header, then each frame (a zero-copy view of
+    /// the original memory unless compressed), then the signature when signed. No checksums by
+    /// default (computing them reads every byte).
+    #[pyo3(signature = (obj, /, *, checksum=false, compression=None, key=None))]
     fn dumps_frames<'py>(
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
         checksum: bool,
+        compression: Option<&Bound<'py, PyAny>>,
+        key: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let encoded = self.encode(py, obj)?;
-        let spec = encoded.spec(checksum);
+        let stored = self.store(py, &encoded, compression)?;
+        let key = self.signing_key(key)?;
+        let layouts = stored.iter().map(|s| s.layout).collect();
+        let spec = encoded.spec(layouts, checksum, key.is_some());
         let mut writer = EnvelopeWriter::new(&spec);
+        let sources = encoded.frame_slices();
         if checksum {
-            for (i, frame) in encoded.state.frames.iter().enumerate() {
-                let data = frame.as_slice();
-                let sum = maybe_detach(py, data.len(), || freight_core::checksum::hash(data));
+            for (i, (s, &source)) in stored.iter().zip(&sources).enumerate() {
+                let data = s.data.as_deref().unwrap_or(source);
+                let block = writer.block_checksum(i);
+                let sum = maybe_detach(py, data.len(), || {
+                    freight_core::checksum::frame_checksum(data, block)
+                });
                 writer.set_frame_checksum(i, sum);
             }
         }
@@ -261,19 +350,30 @@ impl Codec {
         let (header, header_out) = unsafe { uninit_bytes(py, writer.header_len())? };
         writer.write_header(header_out);
         let out = PyList::empty(py);
-        out.append(header)?;
-        for frame in &encoded.state.frames {
-            let data = frame.as_slice();
-            out.append(frame_memoryview(
-                py,
-                FrameBuffer::new(frame.owner(py), data.as_ptr(), data.len(), true),
-            )?)?;
+        let mut signed_parts: Vec<&[u8]> = vec![header.as_bytes()];
+        out.append(&header)?;
+        for ((s, frame), &source) in stored.iter().zip(&encoded.state.frames).zip(&sources) {
+            match &s.data {
+                Some(data) => out.append(PyBytes::new(py, data))?,
+                None => out.append(frame_memoryview(
+                    py,
+                    FrameBuffer::new(frame.owner(py), source.as_ptr(), source.len(), true),
+                )?)?,
+            }
+            signed_parts.push(s.data.as_deref().unwrap_or(source));
+        }
+        if let Some(key) = key {
+            let total: usize = signed_parts.iter().map(|p| p.len()).sum();
+            let signature =
+                maybe_detach(py, total, || freight_core::sign::sign(&key, &signed_parts));
+            out.append(PyBytes::new(py, &signature))?;
         }
         Ok(out)
     }
 
     /// Deserializes a payload from any buffer.
-    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None))]
+    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None))]
+    #[allow(clippy::too_many_arguments)]
     fn loads<'py>(
         &self,
         py: Python<'py>,
@@ -281,18 +381,17 @@ impl Codec {
         allow_pickle: Option<bool>,
         zero_copy: Option<bool>,
         verify: Option<bool>,
+        key: Option<&Bound<'py, PyAny>>,
+        max_size: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let ctx = DecodeCtx::contiguous(
-            py,
-            data,
-            self.registry.bind(py),
-            self.options(allow_pickle, zero_copy, verify),
-        )?;
+        let opts = self.options(allow_pickle, zero_copy, verify, key, max_size)?;
+        let ctx = DecodeCtx::contiguous(py, data, self.registry.bind(py), opts)?;
         decode(py, ctx)
     }
 
     /// Deserializes a payload given as a list of buffers (the output of `dumps_frames`).
-    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None))]
+    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None))]
+    #[allow(clippy::too_many_arguments)]
     fn loads_frames<'py>(
         &self,
         py: Python<'py>,
@@ -300,7 +399,10 @@ impl Codec {
         allow_pickle: Option<bool>,
         zero_copy: Option<bool>,
         verify: Option<bool>,
+        key: Option<&Bound<'py, PyAny>>,
+        max_size: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let opts = self.options(allow_pickle, zero_copy, verify, key, max_size)?;
         let list = match frames.cast::<PyList>() {
             Ok(list) => list.clone(),
             Err(_) => frames
@@ -316,12 +418,7 @@ impl Codec {
                     new
                 })?,
         };
-        let ctx = DecodeCtx::from_frames(
-            py,
-            &list,
-            self.registry.bind(py),
-            self.options(allow_pickle, zero_copy, verify),
-        )?;
+        let ctx = DecodeCtx::from_frames(py, &list, self.registry.bind(py), opts)?;
         decode(py, ctx)
     }
 }

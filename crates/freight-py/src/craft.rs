@@ -26,8 +26,12 @@ pub fn _envelope<'py>(
         needs_pickle,
         tags: tags.iter().map(String::as_str).collect(),
         versions: Vec::new(),
-        frame_lens: slices.iter().map(|f| f.len() as u64).collect(),
+        frames: slices
+            .iter()
+            .map(|f| freight_core::FrameLayout::raw(f.len() as u64))
+            .collect(),
         checksums: true,
+        signed: false,
         tree,
     };
     let mut writer = EnvelopeWriter::new(&spec);

@@ -353,7 +353,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             Tag::FrameBytes => {
                 let index = r.index("a frame index").map_err(e)?;
                 let ctx = self.ctx.clone();
-                let src_len = ctx.peek(index)?.len;
+                let src_len = ctx.peek(index)?.raw_len;
                 // SAFETY: copy_frame fills all of it; on an error `bytes` is dropped unseen.
                 let (bytes, dst) = unsafe { uninit_bytes(py, src_len)? };
                 ctx.copy_frame(py, index, dst)?;
@@ -361,14 +361,14 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             }
             Tag::FrameByteArray => {
                 let index = r.index("a frame index").map_err(e)?;
-                let data = self.ctx.frame_bytes(py, index)?;
-                PyByteArray::new(py, data).into_any()
+                let data = self.ctx.frame_raw(py, index)?;
+                PyByteArray::new(py, &data).into_any()
             }
             Tag::FrameStr => {
                 let index = r.index("a frame index").map_err(e)?;
                 let ctx = self.ctx.clone();
-                let data = ctx.frame_bytes(py, index)?;
-                self.utf8(data, c"surrogatepass")?
+                let data = ctx.frame_raw(py, index)?;
+                self.utf8(&data, c"surrogatepass")?
             }
             Tag::Set => {
                 let n = self.count(r, 1, "a set")?;
@@ -434,13 +434,15 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             .map_err(|err| wrap_decode(py, err, "a numpy dtype"))?;
         let ctx = self.ctx.clone();
         let slot = ctx.peek(frame)?;
-        if spec.nbytes != slot.len as u64 {
+        if spec.nbytes != slot.raw_len as u64 {
             return Err(corrupt(format!(
                 "an array of shape {shape:?} needs {} bytes but its frame {frame} holds {}",
-                spec.nbytes, slot.len
+                spec.nbytes, slot.raw_len
             )));
         }
-        let view_ok = ctx.opts.zero_copy || !spec.writeable || ctx.writable(slot);
+        // A compressed frame can only be decompressed into a fresh array.
+        let view_ok =
+            !slot.compressed() && (ctx.opts.zero_copy || !spec.writeable || ctx.writable(slot));
         if view_ok {
             let writeable = spec.writeable && ctx.writable(slot);
             let buffer = ctx.frame_view(py, frame, writeable)?;

@@ -62,6 +62,9 @@ pub struct EncodeState {
     /// pickle, the second pass reuses these instead of calling the serializer again.
     pub ext_cache: PtrMap<(Py<PyAny>, Py<PyAny>)>,
     pub frames: Vec<FrameSource>,
+    /// Item size of each frame's data when it is made of fixed-size items (numpy arrays), for
+    /// the byte-shuffle filter; 0 when unknown.
+    pub itemsizes: Vec<u32>,
     pub tags: Vec<String>,
     pub needs_pickle: bool,
     pub cloudpickle: bool,
@@ -70,9 +73,14 @@ pub struct EncodeState {
 
 impl EncodeState {
     pub fn add_frame(&mut self, source: FrameSource) -> EncodeResult<u32> {
+        self.add_frame_of_items(source, 0)
+    }
+
+    pub fn add_frame_of_items(&mut self, source: FrameSource, itemsize: u32) -> EncodeResult<u32> {
         let index = u32::try_from(self.frames.len())
             .map_err(|_| SerializationError::new_err("a payload holds at most 2**32 frames"))?;
         self.frames.push(source);
+        self.itemsizes.push(itemsize);
         Ok(index)
     }
 

@@ -13,11 +13,12 @@ pyo3::import_exception!(freight.exceptions, MissingDependencyError);
 
 /// A core (format) error raised while reading a payload.
 pub fn decode_error(err: freight_core::Error) -> PyErr {
-    use freight_core::Error as E;
     let msg = err.to_string();
+    if err.is_integrity() {
+        return IntegrityError::new_err(msg);
+    }
     match err {
-        E::UnsupportedVersion { .. } => FormatVersionError::new_err(msg),
-        E::Checksum { .. } => IntegrityError::new_err(msg),
+        freight_core::Error::UnsupportedVersion { .. } => FormatVersionError::new_err(msg),
         _ => DeserializationError::new_err(msg),
     }
 }

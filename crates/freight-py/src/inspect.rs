@@ -19,7 +19,7 @@ fn describe<'py>(
     let out = PyDict::new(py);
     out.set_item("format_version", header.version)?;
     out.set_item("needs_pickle", header.needs_pickle())?;
-    out.set_item("signed", false)?;
+    out.set_item("signed", header.signed())?;
     out.set_item("header_length", header.len)?;
     out.set_item("total_length", total)?;
     out.set_item("tags", PyList::new(py, &header.tags)?)?;
@@ -35,10 +35,21 @@ fn describe<'py>(
         frame.set_item("offset", offsets.get(i).copied())?;
         frame.set_item("length", info.raw_len)?;
         frame.set_item("stored_length", info.stored_len)?;
-        frame.set_item("codec", "none")?;
+        frame.set_item("codec", freight_core::compress::Codec::name_of(info.codec))?;
+        frame.set_item("shuffle", info.shuffle)?;
+        frame.set_item(
+            "ratio",
+            if info.raw_len == 0 {
+                1.0
+            } else {
+                info.stored_len as f64 / info.raw_len as f64
+            },
+        )?;
+        frame.set_item("block_checksum", info.block_checksum)?;
         match info.checksum {
             Some(stored) => {
-                let ok = py.detach(|| checksum::hash(data)) == stored;
+                let block = info.block_checksum;
+                let ok = py.detach(|| checksum::frame_checksum(data, block)) == stored;
                 frame.set_item("checksum", format!("{stored:016x}"))?;
                 frame.set_item("checksum_ok", ok)?;
             }
@@ -79,21 +90,47 @@ fn describe<'py>(
 
 /// Describes a payload given as one buffer.
 #[pyfunction]
-pub fn inspect<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+#[pyo3(signature = (data, key=None))]
+pub fn inspect<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    key: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
     let input = crate::decode::export_input(data)?;
     let buf = input.as_slice();
     let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
     let ranges = envelope::locate_frames(&header, buf).map_err(decode_error)?;
     let frames: Vec<&[u8]> = ranges.iter().map(|r| &buf[r.clone()]).collect();
     let offsets: Vec<usize> = ranges.iter().map(|r| r.start).collect();
-    describe(py, &header, &frames, &offsets, buf.len())
+    let out = describe(py, &header, &frames, &offsets, buf.len())?;
+    signature_status(py, &out, key, || {
+        let keys = crate::options::keys(key.expect("checked"))?;
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        Ok(envelope::verify_signature(buf, &refs).is_ok())
+    })?;
+    Ok(out)
+}
+
+/// Adds "signature_ok" (None without a key) to an inspect result.
+fn signature_status(
+    py: Python<'_>,
+    out: &Bound<'_, PyDict>,
+    key: Option<&Bound<'_, PyAny>>,
+    check: impl FnOnce() -> PyResult<bool>,
+) -> PyResult<()> {
+    match key {
+        Some(_) => out.set_item("signature_ok", check()?),
+        None => out.set_item("signature_ok", py.None()),
+    }
 }
 
 /// Describes a payload given as a list of buffers (`dumps_frames` output).
 #[pyfunction]
+#[pyo3(signature = (parts, key=None))]
 pub fn inspect_frames<'py>(
     py: Python<'py>,
     parts: &Bound<'py, PyList>,
+    key: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     if parts.is_empty() {
         return Err(crate::errors::DeserializationError::new_err(
@@ -103,10 +140,11 @@ pub fn inspect_frames<'py>(
     let head = crate::decode::export_input(&parts.get_item(0)?)?;
     let header =
         envelope::parse_header(head.as_slice(), &Limits::default()).map_err(decode_error)?;
-    let mut owned = Vec::new();
+    let mut owned: Vec<RawBuffer> = Vec::new();
     for i in 1..parts.len() {
         owned.push(crate::decode::export_input(&parts.get_item(i)?)?);
     }
+    let signature = if header.signed() { owned.pop() } else { None };
     if owned.len() != header.frames.len() {
         return Err(crate::errors::DeserializationError::new_err(format!(
             "the header lists {} frames but {} buffers follow it",
@@ -116,5 +154,15 @@ pub fn inspect_frames<'py>(
     }
     let frames: Vec<&[u8]> = owned.iter().map(RawBuffer::as_slice).collect();
     let total = head.len() + frames.iter().map(|f| f.len()).sum::<usize>();
-    describe(py, &header, &frames, &[], total)
+    let out = describe(py, &header, &frames, &[], total)?;
+    signature_status(py, &out, key, || {
+        let keys = crate::options::keys(key.expect("checked"))?;
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let mut covered: Vec<&[u8]> = vec![head.as_slice()];
+        covered.extend(&frames);
+        Ok(signature
+            .as_ref()
+            .is_some_and(|s| freight_core::sign::verify(&refs, &covered, s.as_slice())))
+    })?;
+    Ok(out)
 }

@@ -3,6 +3,7 @@
 
 mod buffer;
 mod codec;
+mod compression;
 mod craft;
 mod decode;
 mod dispatch;
@@ -12,6 +13,7 @@ mod inspect;
 mod limits;
 mod memo;
 mod numpy;
+mod options;
 mod payload;
 mod pickle_bridge;
 mod stdlib;

@@ -82,7 +82,14 @@ pub fn write_array<'py>(
     walker.keep(wire.clone());
     walker.writer().ndarray_begin();
     walker.walk(wire, true)?;
-    let frame = walker.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?;
+    // Numeric items shuffle well before compression (the byte-shuffle filter): say how big.
+    let itemsize: u32 = arr
+        .getattr(pyo3::intern!(py, "itemsize"))?
+        .extract::<u64>()?
+        .min(u32::MAX as u64) as u32;
+    let frame = walker
+        .state
+        .add_frame_of_items(FrameSource::Buffer(Arc::new(buf)), itemsize)?;
     let flags = if fortran { FORTRAN } else { 0 } | if writeable { WRITEABLE } else { 0 };
     walker.writer().ndarray_end(flags, &shape, frame);
     Ok(())

@@ -1,11 +1,12 @@
 //! A payload being decoded: the exported input buffer(s), the checked header, the resolved
 //! serializer entries and the frames, with their checksums verified on first use.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::sync::Arc;
 
-use freight_core::checksum;
-use freight_core::envelope::{self, Header, Limits};
+use freight_core::envelope::{self, codec, FrameInfo, Header, Limits};
+use freight_core::{checksum, compress, sign};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -16,13 +17,36 @@ pub struct Options {
     pub allow_pickle: bool,
     pub zero_copy: bool,
     pub verify: bool,
+    /// Keys a signature is checked against (any of them); empty: signatures are not required.
+    pub keys: Vec<Vec<u8>>,
+    /// Largest raw frame accepted (checked before anything is allocated for it).
+    pub max_size: u64,
+}
+
+impl Options {
+    fn limits(&self) -> Limits {
+        Limits {
+            max_frame: self.max_size,
+            ..Limits::default()
+        }
+    }
+
+    fn key_refs(&self) -> Vec<&[u8]> {
+        self.keys.iter().map(Vec::as_slice).collect()
+    }
 }
 
 pub(crate) struct FrameSlot {
     owner: Arc<RawBuffer>,
     offset: usize,
-    pub(crate) len: usize,
+    /// Stored bytes.
+    len: usize,
+    /// Bytes once decompressed (= len for raw frames).
+    pub(crate) raw_len: usize,
+    codec: u8,
+    shuffle: Option<u32>,
     checksum: Option<u64>,
+    block_checksum: bool,
     verified: Cell<bool>,
     /// Set by the node that uses the frame: a second use is refused (writers never make one,
     /// and allowing it would let a small payload expand into many copies of one frame).
@@ -30,9 +54,33 @@ pub(crate) struct FrameSlot {
 }
 
 impl FrameSlot {
+    fn new(owner: Arc<RawBuffer>, offset: usize, len: usize, info: &FrameInfo) -> Self {
+        Self {
+            owner,
+            offset,
+            len,
+            raw_len: info.raw_len as usize,
+            codec: info.codec,
+            shuffle: info.shuffle,
+            checksum: info.checksum,
+            block_checksum: info.block_checksum,
+            verified: Cell::new(false),
+            used: Cell::new(false),
+        }
+    }
+
     fn bytes(&self) -> &[u8] {
         &self.owner.as_slice()[self.offset..self.offset + self.len]
     }
+
+    /// Whether the frame is compressed (so it can only be copied out, never viewed).
+    pub(crate) fn compressed(&self) -> bool {
+        self.codec != codec::NONE
+    }
+}
+
+fn signature_error(err: freight_core::Error) -> PyErr {
+    decode_error(err)
 }
 
 /// Everything a decode needs, owned, so that the pickle bridge can hold it while pickle runs.
@@ -144,20 +192,19 @@ impl DecodeCtx {
     ) -> PyResult<Self> {
         let input = Arc::new(export_input(data)?);
         let buf = input.as_slice();
-        let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
+        if !opts.keys.is_empty() {
+            // Before reading anything else: a forged payload must not reach the parser.
+            let keys = opts.key_refs();
+            maybe_detach(py, buf.len(), || envelope::verify_signature(buf, &keys))
+                .map_err(signature_error)?;
+        }
+        let header = envelope::parse_header(buf, &opts.limits()).map_err(decode_error)?;
         let entries = check_allowed(py, &header, registry, &opts)?;
         let ranges = envelope::locate_frames(&header, buf).map_err(decode_error)?;
         let frames = ranges
             .into_iter()
             .zip(&header.frames)
-            .map(|(range, info)| FrameSlot {
-                owner: input.clone(),
-                offset: range.start,
-                len: range.len(),
-                checksum: info.checksum,
-                verified: Cell::new(false),
-                used: Cell::new(false),
-            })
+            .map(|(range, info)| FrameSlot::new(input.clone(), range.start, range.len(), info))
             .collect();
         let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
         Ok(Self {
@@ -185,7 +232,7 @@ impl DecodeCtx {
         }
         let head = Arc::new(export_input(&parts.get_item(0)?)?);
         let buf = head.as_slice();
-        let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
+        let header = envelope::parse_header(buf, &opts.limits()).map_err(decode_error)?;
         if header.len != buf.len() {
             return Err(DeserializationError::new_err(format!(
                 "the first frame must be exactly the header ({} bytes) but holds {} bytes",
@@ -193,17 +240,35 @@ impl DecodeCtx {
                 buf.len()
             )));
         }
-        if parts.len() != header.frames.len() + 1 {
+        let signed = header.signed() as usize;
+        if parts.len() != header.frames.len() + 1 + signed {
             return Err(DeserializationError::new_err(format!(
-                "the header lists {} frames but {} buffers follow it",
+                "the header lists {} frames{} but {} buffers follow it",
                 header.frames.len(),
+                if signed == 1 { " and a signature" } else { "" },
                 parts.len() - 1
             )));
         }
+        let mut owners = Vec::with_capacity(parts.len() - 1);
+        for i in 1..parts.len() {
+            owners.push(Arc::new(export_input(&parts.get_item(i)?)?));
+        }
+        if !opts.keys.is_empty() {
+            if signed == 0 {
+                return Err(signature_error(freight_core::Error::Unsigned));
+            }
+            let (signature, frames) = owners
+                .split_last()
+                .expect("a signed payload has a signature buffer");
+            let mut covered: Vec<&[u8]> = vec![buf];
+            covered.extend(frames.iter().map(|f| f.as_slice()));
+            if !sign::verify(&opts.key_refs(), &covered, signature.as_slice()) {
+                return Err(signature_error(freight_core::Error::BadSignature));
+            }
+        }
         let entries = check_allowed(py, &header, registry, &opts)?;
         let mut frames = Vec::with_capacity(header.frames.len());
-        for (i, info) in header.frames.iter().enumerate() {
-            let owner = Arc::new(export_input(&parts.get_item(i + 1)?)?);
+        for (i, (info, owner)) in header.frames.iter().zip(owners).enumerate() {
             if owner.len() as u64 != info.stored_len {
                 return Err(DeserializationError::new_err(format!(
                     "frame {i} holds {} bytes but the header says {}",
@@ -212,14 +277,7 @@ impl DecodeCtx {
                 )));
             }
             let len = owner.len();
-            frames.push(FrameSlot {
-                owner,
-                offset: 0,
-                len,
-                checksum: info.checksum,
-                verified: Cell::new(false),
-                used: Cell::new(false),
-            });
+            frames.push(FrameSlot::new(owner, 0, len, info));
         }
         let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
         Ok(Self {
@@ -262,7 +320,9 @@ impl DecodeCtx {
         if self.opts.verify && !slot.verified.get() {
             if let Some(stored) = slot.checksum {
                 let data = slot.bytes();
-                let computed = maybe_detach(py, data.len(), || checksum::hash(data));
+                let block = slot.block_checksum;
+                let computed =
+                    maybe_detach(py, data.len(), || checksum::frame_checksum(data, block));
                 same_checksum(index, stored, computed)?;
             }
         }
@@ -270,11 +330,24 @@ impl DecodeCtx {
         Ok(())
     }
 
-    /// The verified bytes of a frame.
-    pub fn frame_bytes(&self, py: Python<'_>, index: u32) -> PyResult<&[u8]> {
+    /// The verified raw bytes of a frame: borrowed from the input, or decompressed.
+    pub fn frame_raw(&self, py: Python<'_>, index: u32) -> PyResult<Cow<'_, [u8]>> {
         let slot = self.claim(index)?;
         self.verify_slot(py, index, slot)?;
-        Ok(slot.bytes())
+        if !slot.compressed() {
+            return Ok(Cow::Borrowed(slot.bytes()));
+        }
+        let mut raw = vec![0u8; slot.raw_len];
+        self.decompress(py, slot, &mut raw)?;
+        Ok(Cow::Owned(raw))
+    }
+
+    fn decompress(&self, py: Python<'_>, slot: &FrameSlot, dst: &mut [u8]) -> PyResult<()> {
+        let (codec, stored, shuffle) = (slot.codec, slot.bytes(), slot.shuffle.map(|s| s as usize));
+        maybe_detach(py, dst.len(), || {
+            compress::decompress(codec, stored, shuffle, dst)
+        })
+        .map_err(decode_error)
     }
 
     /// Whether a view of this frame may be writable.
@@ -282,13 +355,22 @@ impl DecodeCtx {
         !self.opts.zero_copy && !slot.owner.readonly()
     }
 
-    /// A memoryview of a frame (verified), writable when the input is and zero_copy is off.
+    /// A memoryview of a frame (verified), writable when the input is and zero_copy is off. A
+    /// compressed frame is decompressed into a new (writable) bytearray.
     pub fn frame_view<'py>(
         &self,
         py: Python<'py>,
         index: u32,
         want_writable: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let slot = self.peek(index)?;
+        if slot.compressed() {
+            let out = pyo3::types::PyByteArray::new(py, &[]);
+            out.resize(slot.raw_len)?;
+            // SAFETY: a fresh bytearray nobody else references.
+            self.copy_frame(py, index, unsafe { out.as_bytes_mut() })?;
+            return crate::buffer::memoryview(out.as_any());
+        }
         let slot = self.claim(index)?;
         self.verify_slot(py, index, slot)?;
         let writable = want_writable && self.writable(slot);
@@ -304,14 +386,25 @@ impl DecodeCtx {
         )
     }
 
-    /// Copies a frame into `dst`, verifying its checksum on the way (one pass over the bytes).
+    /// Copies (or decompresses) a frame into `dst` (exactly its raw length), verifying its
+    /// checksum: in the same pass as the copy, or before decompressing.
     pub(crate) fn copy_frame(&self, py: Python<'_>, index: u32, dst: &mut [u8]) -> PyResult<()> {
         let slot = self.claim(index)?;
+        if dst.len() != slot.raw_len {
+            return Err(DeserializationError::new_err(
+                "internal error: frame copied into a buffer of another size",
+            ));
+        }
+        if slot.compressed() {
+            self.verify_slot(py, index, slot)?;
+            return self.decompress(py, slot, dst);
+        }
         let src = slot.bytes();
         let check = self.opts.verify && !slot.verified.get() && slot.checksum.is_some();
+        let block = slot.block_checksum;
         let computed = maybe_detach(py, src.len(), || {
             if check {
-                Some(checksum::copy_and_hash(dst, src))
+                Some(checksum::copy_and_checksum(dst, src, block))
             } else {
                 checksum::copy_parallel(dst, src);
                 None

@@ -1,0 +1,350 @@
+//! Per-frame compression: lz4 or zstd, in independent blocks compressed and decompressed in
+//! parallel on all cores, with an optional byte-shuffle filter (as blosc does) for frames of
+//! fixed-size items, and the `auto` policy that decides per frame from samples.
+//!
+//! Stored layout of a compressed frame (docs/FORMAT.md):
+//! `varint block_size, varint n_blocks, n × varint compressed block length, the blocks`.
+//! Each block holds `block_size` raw bytes (the last one the rest), shuffled first when the
+//! frame table says so.
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::reader::Reader;
+use crate::varint::put_uvarint;
+
+/// Codec bytes of the frame table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    Lz4,
+    Zstd(i32),
+}
+
+impl Codec {
+    pub const LZ4_ID: u8 = 1;
+    pub const ZSTD_ID: u8 = 2;
+
+    pub fn id(self) -> u8 {
+        match self {
+            Codec::Lz4 => Self::LZ4_ID,
+            Codec::Zstd(_) => Self::ZSTD_ID,
+        }
+    }
+
+    pub fn name_of(id: u8) -> &'static str {
+        match id {
+            0 => "none",
+            Self::LZ4_ID => "lz4",
+            Self::ZSTD_ID => "zstd",
+            _ => "unknown",
+        }
+    }
+}
+
+/// Raw bytes per block written by this build (readers accept up to MAX_BLOCK).
+pub const BLOCK: usize = 1 << 20;
+/// Largest block a reader accepts: bounds the memory one block can claim.
+pub const MAX_BLOCK: u64 = 64 << 20;
+
+fn shuffle(src: &[u8], itemsize: usize, dst: &mut Vec<u8>) {
+    dst.clear();
+    dst.reserve(src.len());
+    let items = src.len() / itemsize;
+    for byte in 0..itemsize {
+        dst.extend((0..items).map(|i| src[i * itemsize + byte]));
+    }
+    dst.extend_from_slice(&src[items * itemsize..]);
+}
+
+fn unshuffle(src: &[u8], itemsize: usize, dst: &mut [u8]) {
+    let items = src.len() / itemsize;
+    for byte in 0..itemsize {
+        let plane = &src[byte * items..(byte + 1) * items];
+        for (i, &b) in plane.iter().enumerate() {
+            dst[i * itemsize + byte] = b;
+        }
+    }
+    dst[items * itemsize..].copy_from_slice(&src[items * itemsize..]);
+}
+
+fn compress_block(codec: Codec, raw: &[u8], out: &mut Vec<u8>) {
+    match codec {
+        Codec::Lz4 => {
+            out.resize(lz4_flex::block::get_maximum_output_size(raw.len()), 0);
+            let n = lz4_flex::block::compress_into(raw, out)
+                .expect("output sized by get_maximum_output_size");
+            out.truncate(n);
+        }
+        Codec::Zstd(level) => {
+            out.clear();
+            out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
+            zstd::zstd_safe::compress(out, raw, level).expect("output sized by compress_bound");
+        }
+    }
+}
+
+fn decompress_block(codec: u8, stored: &[u8], raw: &mut [u8], index: usize) -> Result<()> {
+    let produced = match codec {
+        Codec::LZ4_ID => lz4_flex::block::decompress_into(stored, raw)
+            .map_err(|e| Error::corrupt(format!("lz4 block {index} does not decompress: {e}")))?,
+        Codec::ZSTD_ID => zstd::zstd_safe::decompress(raw, stored).map_err(|code| {
+            Error::corrupt(format!(
+                "zstd block {index} does not decompress: {}",
+                zstd::zstd_safe::get_error_name(code)
+            ))
+        })?,
+        other => return Err(Error::corrupt(format!("unknown codec {other}"))),
+    };
+    if produced != raw.len() {
+        return Err(Error::corrupt(format!(
+            "block {index} decompresses to {produced} bytes, not the {} its frame declares",
+            raw.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Compresses a frame into its stored layout (blocks in parallel).
+pub fn compress(codec: Codec, raw: &[u8], shuffle_itemsize: Option<usize>) -> Vec<u8> {
+    let blocks: Vec<Vec<u8>> = raw
+        .par_chunks(BLOCK)
+        .map_init(
+            || (Vec::new(), Vec::new()),
+            |(shuffled, out), block| {
+                let input = match shuffle_itemsize {
+                    Some(itemsize) => {
+                        shuffle(block, itemsize, shuffled);
+                        &shuffled[..]
+                    }
+                    None => block,
+                };
+                compress_block(codec, input, out);
+                out.clone()
+            },
+        )
+        .collect();
+    let mut stored =
+        Vec::with_capacity(16 + blocks.len() * 4 + blocks.iter().map(Vec::len).sum::<usize>());
+    put_uvarint(&mut stored, BLOCK as u64);
+    put_uvarint(&mut stored, blocks.len() as u64);
+    for block in &blocks {
+        put_uvarint(&mut stored, block.len() as u64);
+    }
+    for block in &blocks {
+        stored.extend_from_slice(block);
+    }
+    stored
+}
+
+/// Decompresses a stored frame into `raw` (exactly its declared raw length), blocks in parallel.
+/// Every size is checked before use; a block that decompresses to another size is an error.
+pub fn decompress(
+    codec: u8,
+    stored: &[u8],
+    shuffle_itemsize: Option<usize>,
+    raw: &mut [u8],
+) -> Result<()> {
+    let mut r = Reader::new(stored);
+    let block = r.uvarint("a block size")?;
+    if block == 0 || block > MAX_BLOCK {
+        return Err(Error::corrupt(format!(
+            "block size {block} is out of range"
+        )));
+    }
+    let block = block as usize;
+    let n = r.count(1, "the block table")?;
+    if n != raw.len().div_ceil(block) {
+        return Err(Error::corrupt(format!(
+            "{n} blocks of {block} bytes cannot hold the {} bytes the frame declares",
+            raw.len()
+        )));
+    }
+    let mut lens = Vec::with_capacity(n);
+    for _ in 0..n {
+        lens.push(r.uvarint("a block length")?);
+    }
+    let body = &stored[r.position()..];
+    if lens.iter().try_fold(0u64, |acc, &l| acc.checked_add(l)) != Some(body.len() as u64) {
+        return Err(Error::corrupt(
+            "the block lengths do not add up to the frame's stored length",
+        ));
+    }
+    let mut inputs = Vec::with_capacity(n);
+    let mut at = 0usize;
+    for &len in &lens {
+        inputs.push(&body[at..at + len as usize]);
+        at += len as usize;
+    }
+    inputs
+        .into_par_iter()
+        .zip(raw.par_chunks_mut(block))
+        .enumerate()
+        .try_for_each_init(
+            Vec::new,
+            |scratch, (index, (input, out))| match shuffle_itemsize {
+                Some(itemsize) => {
+                    scratch.resize(out.len(), 0);
+                    decompress_block(codec, input, scratch, index)?;
+                    unshuffle(scratch, itemsize, out);
+                    Ok(())
+                }
+                None => decompress_block(codec, input, out, index),
+            },
+        )
+}
+
+/// What `auto` does with a frame, decided from samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Raw,
+    Compress { shuffle: bool },
+}
+
+/// Frames below this are never compressed by `auto` (the header entry and the call cost more
+/// than they could save).
+pub const AUTO_MIN: usize = 64 * 1024;
+const SAMPLE: usize = 16 * 1024;
+const SAMPLES: usize = 4;
+/// Compression is kept when the samples shrink to at most this fraction.
+pub const AUTO_RATIO: f64 = 0.9;
+
+/// Compresses a few evenly spaced samples with lz4 (the fast codec), with and without shuffle
+/// when the frame has an item size, and says what to do with the whole frame.
+pub fn decide(raw: &[u8], itemsize: Option<usize>, min_size: usize) -> Decision {
+    if raw.len() < min_size.max(1) {
+        return Decision::Raw;
+    }
+    let sample_len = SAMPLE.min(raw.len());
+    let step = if raw.len() > sample_len {
+        (raw.len() - sample_len) / (SAMPLES - 1).max(1)
+    } else {
+        0
+    };
+    let mut out = Vec::new();
+    let mut shuffled = Vec::new();
+    let (mut total, mut plain, mut with_shuffle) = (0usize, 0usize, 0usize);
+    for i in 0..SAMPLES {
+        let start = (i * step).min(raw.len() - sample_len);
+        let sample = &raw[start..start + sample_len];
+        total += sample.len();
+        compress_block(Codec::Lz4, sample, &mut out);
+        plain += out.len();
+        if let Some(itemsize) = itemsize {
+            shuffle(sample, itemsize, &mut shuffled);
+            compress_block(Codec::Lz4, &shuffled, &mut out);
+            with_shuffle += out.len();
+        }
+        if step == 0 {
+            break;
+        }
+    }
+    let use_shuffle = itemsize.is_some() && with_shuffle < plain;
+    let best = if use_shuffle { with_shuffle } else { plain };
+    if (best as f64) > AUTO_RATIO * total as f64 {
+        Decision::Raw
+    } else {
+        Decision::Compress {
+            shuffle: use_shuffle,
+        }
+    }
+}
+
+/// Whether shuffling helps this frame (samples compared with lz4); for explicit codecs.
+pub fn shuffle_helps(raw: &[u8], itemsize: usize) -> bool {
+    matches!(
+        decide(raw, Some(itemsize), 0),
+        Decision::Compress { shuffle: true }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn numeric(n: usize) -> Vec<u8> {
+        (0..n as u64)
+            .flat_map(|i| (i % 1000).to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn every_codec_and_shuffle_round_trips_every_size() {
+        for len in [
+            0usize,
+            1,
+            7,
+            8,
+            100,
+            BLOCK - 1,
+            BLOCK,
+            BLOCK + 13,
+            3 * BLOCK + 5,
+        ] {
+            let raw: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            for codec in [Codec::Lz4, Codec::Zstd(3), Codec::Zstd(-1)] {
+                for itemsize in [None, Some(2), Some(8), Some(3)] {
+                    let stored = compress(codec, &raw, itemsize);
+                    let mut back = vec![0u8; len];
+                    decompress(codec.id(), &stored, itemsize, &mut back).unwrap();
+                    assert_eq!(back, raw, "{codec:?} {itemsize:?} {len}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shuffle_makes_numeric_data_smaller() {
+        let raw = numeric(1 << 17);
+        let plain = compress(Codec::Lz4, &raw, None).len();
+        let shuffled = compress(Codec::Lz4, &raw, Some(8)).len();
+        assert!(shuffled < plain, "{shuffled} >= {plain}");
+        assert!(shuffle_helps(&raw, 8));
+    }
+
+    #[test]
+    fn auto_skips_small_and_random_frames() {
+        assert_eq!(decide(&[0u8; 100], None, AUTO_MIN), Decision::Raw);
+        let mut x = 0x12345678u64;
+        let random: Vec<u8> = (0..1 << 20)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_eq!(decide(&random, Some(8), AUTO_MIN), Decision::Raw);
+        assert!(matches!(
+            decide(&numeric(1 << 17), Some(8), AUTO_MIN),
+            Decision::Compress { .. }
+        ));
+    }
+
+    #[test]
+    fn lying_sizes_are_errors() {
+        let raw = numeric(1000);
+        let stored = compress(Codec::Lz4, &raw, None);
+        // Declared raw length larger than what the blocks hold.
+        let mut big = vec![0u8; raw.len() + 1];
+        assert!(decompress(Codec::LZ4_ID, &stored, None, &mut big).is_err());
+        let mut small = vec![0u8; raw.len() - 1];
+        assert!(decompress(Codec::LZ4_ID, &stored, None, &mut small).is_err());
+        assert!(decompress(Codec::ZSTD_ID, &stored, None, &mut vec![0u8; raw.len()]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn corrupt_stored_frames_never_panic(raw in proptest::collection::vec(any::<u8>(), 0..3000), flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4)) {
+            for codec in [Codec::Lz4, Codec::Zstd(1)] {
+                let mut stored = compress(codec, &raw, Some(4));
+                for (at, flip) in &flips {
+                    let i = at.index(stored.len());
+                    stored[i] ^= flip;
+                }
+                let mut back = vec![0u8; raw.len()];
+                let _ = decompress(codec.id(), &stored, Some(4), &mut back);
+            }
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Option values as users write them in Python (`compression="zstd"`, `key=b"..."`), checked
+//! and turned into Rust values once, when a `Freight` is built or a call overrides them.
+
+use freight_core::compress::Codec as Algo;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use crate::errors::SerializationError;
+
+/// What `compression=` asks for.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Compression {
+    None,
+    Fixed(Algo),
+    /// Per frame, from samples: lz4 when it pays, nothing otherwise.
+    Auto,
+}
+
+const ZSTD_DEFAULT_LEVEL: i32 = 3;
+
+fn bad_compression(obj: &Bound<'_, PyAny>) -> PyErr {
+    SerializationError::new_err(format!(
+        "compression must be None, \"none\", \"lz4\", \"zstd\", (\"zstd\", level) with level -7..22, or \"auto\"; got {}",
+        obj.repr().map(|r| r.to_string()).unwrap_or_default()
+    ))
+}
+
+/// Parses `compression=`: None / "none", "lz4", "zstd", ("zstd", level), ("lz4", _), "auto".
+pub fn compression(obj: &Bound<'_, PyAny>) -> PyResult<Compression> {
+    if obj.is_none() {
+        return Ok(Compression::None);
+    }
+    let (name, level) = if let Ok(name) = obj.cast::<PyString>() {
+        (name.to_str()?.to_owned(), None)
+    } else if let Ok(pair) = obj.cast::<PyTuple>() {
+        if pair.len() != 2 {
+            return Err(bad_compression(obj));
+        }
+        let name: String = pair
+            .get_item(0)?
+            .extract()
+            .map_err(|_| bad_compression(obj))?;
+        let level: i32 = pair
+            .get_item(1)?
+            .extract()
+            .map_err(|_| bad_compression(obj))?;
+        (name, Some(level))
+    } else {
+        return Err(bad_compression(obj));
+    };
+    match (name.as_str(), level) {
+        ("none", None) => Ok(Compression::None),
+        ("auto", None) => Ok(Compression::Auto),
+        ("lz4", _) => Ok(Compression::Fixed(Algo::Lz4)),
+        ("zstd", None) => Ok(Compression::Fixed(Algo::Zstd(ZSTD_DEFAULT_LEVEL))),
+        ("zstd", Some(level)) if (-7..=22).contains(&level) => {
+            Ok(Compression::Fixed(Algo::Zstd(level)))
+        }
+        _ => Err(bad_compression(obj)),
+    }
+}
+
+/// Parses `key=`: None, a bytes-like key, or (to load) a list or tuple of keys for rotation.
+pub fn keys(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
+    if obj.is_none() {
+        return Ok(Vec::new());
+    }
+    let items: Vec<Bound<'_, PyAny>> =
+        if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+            obj.try_iter()?.collect::<PyResult<_>>()?
+        } else {
+            vec![obj.clone()]
+        };
+    let mut keys = Vec::with_capacity(items.len());
+    for item in items {
+        let key: Vec<u8> = if let Ok(b) = item.cast::<PyBytes>() {
+            b.as_bytes().to_vec()
+        } else {
+            crate::buffer::RawBuffer::simple(&item)
+                .map(|buf| buf.as_slice().to_vec())
+                .map_err(|_| {
+                    SerializationError::new_err(
+                        "a key must be bytes (or a list of bytes to accept several on load)",
+                    )
+                })?
+        };
+        if key.is_empty() {
+            return Err(SerializationError::new_err(
+                "an empty key signs nothing: use a long random secret (32 bytes or more)",
+            ));
+        }
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
+/// Default bound on one frame's raw size when loading: generous, but a lying header or a
+/// decompression bomb cannot make a load allocate more (pass max_size= for larger payloads).
+pub const DEFAULT_MAX_SIZE: u64 = 16 << 30;
