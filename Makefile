@@ -46,9 +46,13 @@ test-python: build  ## pytest (unit, golden payloads, Scaler end to end)
 .PHONY: test
 test: test-rust test-python  ## Everything: cargo test and pytest
 
+BENCH_DEPS := lz4 zstandard
+
 .PHONY: bench
-bench: build  ## Benchmarks against pickle, cloudpickle, numpy.save and arr.copy()
+bench: build  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(), python-lz4 and zstandard
+	$(PIP) install -q $(BENCH_DEPS)
 	$(PY) benchmarks/bench_core.py
+	$(PY) benchmarks/bench_compression.py
 
 .PHONY: lint
 lint:  ## cargo fmt --check and clippy

@@ -35,7 +35,21 @@ class _CliError(Exception):
     """A failure to report on stderr with exit status 1."""
 
 
-def _read_and_inspect(path: str) -> dict[str, Any]:
+def _read_key(path: str | None) -> bytes | None:
+    """The key in a key file (its bytes, as written; a trailing newline is kept out)."""
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            key = fh.read().rstrip(b"\r\n")
+    except OSError as exc:
+        raise _CliError(f"{path}: {exc.strerror or exc}") from exc
+    if not key:
+        raise _CliError(f"{path}: the key file is empty")
+    return key
+
+
+def _read_and_inspect(path: str, key: bytes | None = None) -> dict[str, Any]:
     """``freight.inspect`` of the file's bytes (memory-mapped when possible)."""
     import freight
 
@@ -50,13 +64,13 @@ def _read_and_inspect(path: str) -> dict[str, Any]:
                 mm = None
             if mm is None:
                 data: Any = fh.read()
-                return _inspect(freight, data, path)
+                return _inspect(freight, data, path, key)
             try:
                 try:
-                    return _inspect(freight, mm, path)
+                    return _inspect(freight, mm, path, key)
                 except TypeError:
                     # This build does not take mmap objects: fall back to bytes.
-                    return _inspect(freight, mm[:], path)
+                    return _inspect(freight, mm[:], path, key)
             finally:
                 try:
                     mm.close()
@@ -66,9 +80,9 @@ def _read_and_inspect(path: str) -> dict[str, Any]:
         raise _CliError(f"{path}: {exc.strerror or exc}") from exc
 
 
-def _inspect(freight: Any, data: Any, path: str) -> dict[str, Any]:
+def _inspect(freight: Any, data: Any, path: str, key: bytes | None = None) -> dict[str, Any]:
     try:
-        info = freight.inspect(data)
+        info = freight.inspect(data, key=key)
     except freight.FreightError as exc:
         raise _CliError(f"{path}: not a valid freight payload: {exc}") from exc
     if not isinstance(info, dict):  # defensive: the API promises a dict
@@ -308,7 +322,7 @@ def format_inspect(info: dict[str, Any], path: str | None = None) -> str:
             "needs pickle:    "
             + ("yes (loading runs pickle: refused under allow_pickle=False)" if np_ else "no (safe to load)")
         )
-    for key in ("header_checksum", "header_checksum_ok", "signed"):
+    for key in ("header_checksum", "header_checksum_ok", "signed", "signature_ok"):
         if key in info:
             used.add(key)
             lines.append(f"{key.replace('_', ' ') + ':':<17}{_fmt_scalar(info[key])}")
@@ -394,14 +408,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    info = _read_and_inspect(args.file)
+    info = _read_and_inspect(args.file, _read_key(args.key_file))
     print(format_inspect(info, args.file))
     return 0
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    info = _read_and_inspect(args.file)
+    key = _read_key(args.key_file)
+    info = _read_and_inspect(args.file, key)
     failures, checked, unchecked = check_frames(info)
+    if key is not None and not info.get("signed"):
+        failures.append("not signed, but a key was given")
+    elif key is not None and info.get("signature_ok") is not True:
+        failures.append("signature does not match the key (tampered with, or signed with another key)")
     if failures:
         for f in failures:
             print(f"{args.file}: {f}", file=sys.stderr)
@@ -412,6 +431,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         detail = "header ok, no frames"
     else:
         detail = f"header ok, {checked}/{total} frame checksum{'s' if total != 1 else ''} ok"
+    if key is not None:
+        detail += ", signature ok"
     if unchecked:
         detail += f", {unchecked} frame{'s' if unchecked != 1 else ''} without a checksum (not verifiable)"
     print(f"{args.file}: OK ({detail})")
@@ -468,10 +489,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="describe a payload file without decoding it")
     p.add_argument("file", metavar="FILE")
+    p.add_argument("--key-file", metavar="PATH", help="also check the signature with the key in this file")
     p.set_defaults(func=_cmd_inspect)
 
     p = sub.add_parser("verify", help="check a payload file's header and frame checksums without decoding it")
     p.add_argument("file", metavar="FILE")
+    p.add_argument("--key-file", metavar="PATH", help="also require a valid signature under the key in this file")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser("bench", help="run the core benchmarks (source checkouts only)")
