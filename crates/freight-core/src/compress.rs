@@ -41,27 +41,111 @@ impl Codec {
     }
 }
 
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Raw bytes per block written by this build (readers accept up to MAX_BLOCK).
 pub const BLOCK: usize = 1 << 20;
 /// Largest block a reader accepts: bounds the memory one block can claim.
 pub const MAX_BLOCK: u64 = 64 << 20;
 
 fn shuffle(src: &[u8], itemsize: usize, dst: &mut Vec<u8>) {
-    dst.clear();
-    dst.reserve(src.len());
     let items = src.len() / itemsize;
-    for byte in 0..itemsize {
-        dst.extend((0..items).map(|i| src[i * itemsize + byte]));
+    dst.clear();
+    dst.resize(src.len(), 0);
+    match itemsize {
+        2 => transpose::<2>(src, dst, items),
+        4 => transpose::<4>(src, dst, items),
+        8 => transpose::<8>(src, dst, items),
+        _ => {
+            for (i, item) in src[..items * itemsize].chunks_exact(itemsize).enumerate() {
+                for (byte, &b) in item.iter().enumerate() {
+                    dst[byte * items + i] = b;
+                }
+            }
+        }
     }
-    dst.extend_from_slice(&src[items * itemsize..]);
+    dst[items * itemsize..].copy_from_slice(&src[items * itemsize..]);
+}
+
+/// Item-major to byte-plane-major for a fixed item size: reads sequentially, writes K streams.
+fn transpose<const K: usize>(src: &[u8], dst: &mut [u8], items: usize) {
+    let (planes, _) = dst.split_at_mut(items * K);
+    for (i, item) in src[..items * K].chunks_exact(K).enumerate() {
+        for byte in 0..K {
+            planes[byte * items + i] = item[byte];
+        }
+    }
+}
+
+/// Byte-plane-major back to item-major: reads K streams, writes sequentially.
+fn untranspose<const K: usize>(src: &[u8], dst: &mut [u8], items: usize) {
+    for (i, item) in dst[..items * K].chunks_exact_mut(K).enumerate() {
+        let mut gathered = [0u8; K];
+        for (byte, slot) in gathered.iter_mut().enumerate() {
+            *slot = src[byte * items + i];
+        }
+        item.copy_from_slice(&gathered);
+    }
+}
+
+/// Transposes an 8×8 byte matrix held as 8 little-endian words (row r = word r).
+#[inline]
+fn transpose8x8(x: &mut [u64; 8]) {
+    for i in 0..4 {
+        let t = ((x[i] >> 32) ^ x[i + 4]) & 0x0000_0000_FFFF_FFFF;
+        x[i] ^= t << 32;
+        x[i + 4] ^= t;
+    }
+    for i in [0, 1, 4, 5] {
+        let t = ((x[i] >> 16) ^ x[i + 2]) & 0x0000_FFFF_0000_FFFF;
+        x[i] ^= t << 16;
+        x[i + 2] ^= t;
+    }
+    for i in [0, 2, 4, 6] {
+        let t = ((x[i] >> 8) ^ x[i + 1]) & 0x00FF_00FF_00FF_00FF;
+        x[i] ^= t << 8;
+        x[i + 1] ^= t;
+    }
+}
+
+/// `untranspose::<8>`, eight items at a time with word-wide byte transposes.
+fn untranspose8(src: &[u8], dst: &mut [u8], items: usize) {
+    let groups = items / 8;
+    let planes: [&[u8]; 8] = std::array::from_fn(|b| &src[b * items..(b + 1) * items]);
+    for g in 0..groups {
+        let mut x: [u64; 8] = std::array::from_fn(|b| {
+            u64::from_le_bytes(planes[b][g * 8..g * 8 + 8].try_into().expect("8 bytes"))
+        });
+        transpose8x8(&mut x);
+        for (k, word) in x.iter().enumerate() {
+            let at = (g * 8 + k) * 8;
+            dst[at..at + 8].copy_from_slice(&word.to_le_bytes());
+        }
+    }
+    for i in groups * 8..items {
+        for (b, plane) in planes.iter().enumerate() {
+            dst[i * 8 + b] = plane[i];
+        }
+    }
 }
 
 fn unshuffle(src: &[u8], itemsize: usize, dst: &mut [u8]) {
     let items = src.len() / itemsize;
-    for byte in 0..itemsize {
-        let plane = &src[byte * items..(byte + 1) * items];
-        for (i, &b) in plane.iter().enumerate() {
-            dst[i * itemsize + byte] = b;
+    match itemsize {
+        2 => untranspose::<2>(src, dst, items),
+        4 => untranspose::<4>(src, dst, items),
+        8 => untranspose8(src, dst, items),
+        _ => {
+            for (i, item) in dst[..items * itemsize]
+                .chunks_exact_mut(itemsize)
+                .enumerate()
+            {
+                for (byte, b) in item.iter_mut().enumerate() {
+                    *b = src[byte * items + i];
+                }
+            }
         }
     }
     dst[items * itemsize..].copy_from_slice(&src[items * itemsize..]);
@@ -179,18 +263,21 @@ pub fn decompress(
         .into_par_iter()
         .zip(raw.par_chunks_mut(block))
         .enumerate()
-        .try_for_each_init(
-            Vec::new,
-            |scratch, (index, (input, out))| match shuffle_itemsize {
-                Some(itemsize) => {
+        .try_for_each(|(index, (input, out))| match shuffle_itemsize {
+            Some(itemsize) => SCRATCH.with(|scratch| {
+                // One scratch block per thread, kept between calls: a fresh 1 MiB buffer per
+                // block would cost its page faults every time.
+                let mut scratch = scratch.borrow_mut();
+                if scratch.len() < out.len() {
                     scratch.resize(out.len(), 0);
-                    decompress_block(codec, input, scratch, index)?;
-                    unshuffle(scratch, itemsize, out);
-                    Ok(())
                 }
-                None => decompress_block(codec, input, out, index),
-            },
-        )
+                let scratch = &mut scratch[..out.len()];
+                decompress_block(codec, input, scratch, index)?;
+                unshuffle(scratch, itemsize, out);
+                Ok(())
+            }),
+            None => decompress_block(codec, input, out, index),
+        })
 }
 
 /// What `auto` does with a frame, decided from samples.
@@ -290,6 +377,23 @@ mod tests {
                     assert_eq!(back, raw, "{codec:?} {itemsize:?} {len}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn fast_unshuffle_matches_the_definition() {
+        for len in [0usize, 7, 8, 63, 64, 65, 8 * 1000 + 5] {
+            let raw: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
+            let mut shuffled = Vec::new();
+            shuffle(&raw, 8, &mut shuffled);
+            let mut fast = vec![0u8; len];
+            unshuffle(&shuffled, 8, &mut fast);
+            let mut slow = vec![0u8; len];
+            let items = len / 8;
+            untranspose::<8>(&shuffled, &mut slow, items);
+            slow[items * 8..].copy_from_slice(&shuffled[items * 8..]);
+            assert_eq!(fast, raw);
+            assert_eq!(slow, raw);
         }
     }
 

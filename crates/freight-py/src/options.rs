@@ -71,6 +71,12 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
         } else {
             vec![obj.clone()]
         };
+    if items.is_empty() {
+        // An empty list must not quietly mean "no key": that would switch verification off.
+        return Err(SerializationError::new_err(
+            "key= got an empty list of keys; pass at least one key, or key=None to not sign or verify",
+        ));
+    }
     let mut keys = Vec::with_capacity(items.len());
     for item in items {
         let key: Vec<u8> = if let Ok(b) = item.cast::<PyBytes>() {

@@ -232,6 +232,26 @@ impl DecodeCtx {
         }
         let head = Arc::new(export_input(&parts.get_item(0)?)?);
         let buf = head.as_slice();
+        let mut owners = Vec::with_capacity(parts.len() - 1);
+        for i in 1..parts.len() {
+            owners.push(Arc::new(export_input(&parts.get_item(i)?)?));
+        }
+        if !opts.keys.is_empty() {
+            // The signature is the last buffer, over all the others: check it before parsing.
+            let Some((signature, frames)) = owners.split_last() else {
+                return Err(signature_error(freight_core::Error::Unsigned));
+            };
+            let mut covered: Vec<&[u8]> = vec![buf];
+            covered.extend(frames.iter().map(|f| f.as_slice()));
+            if !sign::verify(&opts.key_refs(), &covered, signature.as_slice()) {
+                let signed = buf.get(5).is_some_and(|f| f & envelope::flags::SIGNED != 0);
+                return Err(signature_error(if signed {
+                    freight_core::Error::BadSignature
+                } else {
+                    freight_core::Error::Unsigned
+                }));
+            }
+        }
         let header = envelope::parse_header(buf, &opts.limits()).map_err(decode_error)?;
         if header.len != buf.len() {
             return Err(DeserializationError::new_err(format!(
@@ -249,22 +269,8 @@ impl DecodeCtx {
                 parts.len() - 1
             )));
         }
-        let mut owners = Vec::with_capacity(parts.len() - 1);
-        for i in 1..parts.len() {
-            owners.push(Arc::new(export_input(&parts.get_item(i)?)?));
-        }
-        if !opts.keys.is_empty() {
-            if signed == 0 {
-                return Err(signature_error(freight_core::Error::Unsigned));
-            }
-            let (signature, frames) = owners
-                .split_last()
-                .expect("a signed payload has a signature buffer");
-            let mut covered: Vec<&[u8]> = vec![buf];
-            covered.extend(frames.iter().map(|f| f.as_slice()));
-            if !sign::verify(&opts.key_refs(), &covered, signature.as_slice()) {
-                return Err(signature_error(freight_core::Error::BadSignature));
-            }
+        if !opts.keys.is_empty() && signed == 0 {
+            return Err(signature_error(freight_core::Error::Unsigned));
         }
         let entries = check_allowed(py, &header, registry, &opts)?;
         let mut frames = Vec::with_capacity(header.frames.len());
