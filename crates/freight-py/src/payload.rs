@@ -206,16 +206,7 @@ impl DecodeCtx {
             .zip(&header.frames)
             .map(|(range, info)| FrameSlot::new(input.clone(), range.start, range.len(), info))
             .collect();
-        let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
-        Ok(Self {
-            frames,
-            tree_offset,
-            tree_len: header.tree.len(),
-            entries,
-            producer: producer(&header),
-            opts,
-            tree_owner: input,
-        })
+        Ok(Self::assemble(&header, buf, input.clone(), frames, entries, opts))
     }
 
     /// A payload as a list of buffers (`dumps_frames` output): header first, then each frame.
@@ -285,16 +276,27 @@ impl DecodeCtx {
             let len = owner.len();
             frames.push(FrameSlot::new(owner, 0, len, info));
         }
-        let tree_offset = header.tree.as_ptr() as usize - buf.as_ptr() as usize;
-        Ok(Self {
+        Ok(Self::assemble(&header, buf, head.clone(), frames, entries, opts))
+    }
+
+    /// The context of a checked header whose tree lies in `buf`, owned by `owner`.
+    fn assemble(
+        header: &Header<'_>,
+        buf: &[u8],
+        owner: Arc<RawBuffer>,
+        frames: Vec<FrameSlot>,
+        entries: Vec<Py<PyAny>>,
+        opts: Options,
+    ) -> Self {
+        Self {
             frames,
-            tree_offset,
+            tree_offset: header.tree.as_ptr() as usize - buf.as_ptr() as usize,
             tree_len: header.tree.len(),
             entries,
-            producer: producer(&header),
+            producer: producer(header),
             opts,
-            tree_owner: head,
-        })
+            tree_owner: owner,
+        }
     }
 
     pub fn tree(&self) -> &[u8] {
