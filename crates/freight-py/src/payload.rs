@@ -206,7 +206,14 @@ impl DecodeCtx {
             .zip(&header.frames)
             .map(|(range, info)| FrameSlot::new(input.clone(), range.start, range.len(), info))
             .collect();
-        Ok(Self::assemble(&header, buf, input.clone(), frames, entries, opts))
+        Ok(Self::assemble(
+            &header,
+            buf,
+            input.clone(),
+            frames,
+            entries,
+            opts,
+        ))
     }
 
     /// A payload as a list of buffers (`dumps_frames` output): header first, then each frame.
@@ -276,7 +283,14 @@ impl DecodeCtx {
             let len = owner.len();
             frames.push(FrameSlot::new(owner, 0, len, info));
         }
-        Ok(Self::assemble(&header, buf, head.clone(), frames, entries, opts))
+        Ok(Self::assemble(
+            &header,
+            buf,
+            head.clone(),
+            frames,
+            entries,
+            opts,
+        ))
     }
 
     /// The context of a checked header whose tree lies in `buf`, owned by `owner`.
