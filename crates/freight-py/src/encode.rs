@@ -11,7 +11,7 @@ use std::sync::Arc;
 use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyString};
 
 use crate::buffer::{Owner, RawBuffer};
 pub use crate::dispatch::{is_pickle_atomic_type, Dispatch};
@@ -84,7 +84,7 @@ impl EncodeState {
         Ok(index)
     }
 
-    fn tag_index(&mut self, tag: &str) -> u32 {
+    pub(crate) fn tag_index(&mut self, tag: &str) -> u32 {
         match self.tags.iter().position(|t| t == tag) {
             Some(i) => i as u32,
             None => {
@@ -133,7 +133,7 @@ pub struct Walker<'a, 'py> {
 }
 
 #[inline]
-fn refcnt(ptr: *mut ffi::PyObject) -> isize {
+pub(crate) fn refcnt(ptr: *mut ffi::PyObject) -> isize {
     // SAFETY: ptr is a live object.
     unsafe { ffi::Py_REFCNT(ptr) }
 }
@@ -226,7 +226,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         Ok(false)
     }
 
-    fn memo_done(&mut self, ptr: *mut ffi::PyObject, shared: bool) {
+    pub(crate) fn memo_done(&mut self, ptr: *mut ffi::PyObject, shared: bool) {
         if shared {
             if let Some(entry) = self.memo.get_mut(&(ptr as usize)) {
                 entry.done = true;
@@ -296,7 +296,10 @@ impl<'a, 'py> Walker<'a, 'py> {
     /// Runs a container's walk one level deeper, growing the stack when it runs low so that
     /// deep nesting neither overflows nor needs a small limit.
     #[inline]
-    fn nested(&mut self, f: impl FnOnce(&mut Self) -> EncodeResult<()>) -> EncodeResult<()> {
+    pub(crate) fn nested(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> EncodeResult<()>,
+    ) -> EncodeResult<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(EncodeError::Py(SerializationError::new_err(format!(
@@ -593,60 +596,6 @@ impl<'a, 'py> Walker<'a, 'py> {
             return Ok(());
         }
         crate::numpy::write_array(self, obj, wire)
-    }
-
-    /// An object handled by a registered serializer.
-    pub fn ext(
-        &mut self,
-        obj: &Bound<'py, PyAny>,
-        entry: &Bound<'py, PyAny>,
-        shared: bool,
-    ) -> EncodeResult<()> {
-        let py = self.py;
-        let ptr = obj.as_ptr();
-        if self.memo_seen(ptr, shared, false)? {
-            return Ok(());
-        }
-        let tag: String = entry.getattr(pyo3::intern!(py, "tag"))?.extract()?;
-        let safe: bool = entry.getattr(pyo3::intern!(py, "safe"))?.extract()?;
-        let out = match self.state.ext_cache.get(&(ptr as usize)) {
-            Some((_, out)) => out.bind(py).clone(),
-            None => {
-                let out = entry.call_method1(pyo3::intern!(py, "encode"), (obj,))?;
-                self.state
-                    .ext_cache
-                    .insert(ptr as usize, (obj.clone().unbind(), out.clone().unbind()));
-                out
-            }
-        };
-        let (meta, frames): (Bound<'py, PyAny>, Bound<'py, PyList>) = out.extract()?;
-        let tag_index = self.state.tag_index(&tag);
-        if !safe {
-            self.state.needs_pickle = true;
-        }
-        self.w.ext_begin(tag_index);
-        self.keep_alive.push(meta.clone());
-        let meta_shared = refcnt(meta.as_ptr()) > 2;
-        let was_external = self.external;
-        self.external = true;
-        let walked = self.nested(|this| this.walk(&meta, meta_shared));
-        self.external = was_external;
-        walked?;
-        let mut indices = Vec::with_capacity(frames.len());
-        for frame in frames.iter() {
-            let buf = RawBuffer::simple(&frame).map_err(|e| {
-                let err = SerializationError::new_err(format!(
-                    "serializer {tag:?} returned a frame of type {} that is not a contiguous buffer",
-                    frame.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                ));
-                err.set_cause(py, Some(e));
-                err
-            })?;
-            indices.push(self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?);
-        }
-        self.w.ext_end(&indices);
-        self.memo_done(ptr, shared);
-        Ok(())
     }
 
     /// Writes the raw parts of an NdArray node (used by numpy.rs).

@@ -9,6 +9,7 @@ mod decode;
 mod dispatch;
 mod encode;
 mod errors;
+mod ext;
 mod inspect;
 mod limits;
 mod memo;

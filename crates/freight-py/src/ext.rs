@@ -1,0 +1,67 @@
+//! Objects handed to registered serializers: the serializer's result (metadata walked natively,
+//! frames exported as buffers) becomes an Ext node.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::buffer::RawBuffer;
+use crate::encode::{refcnt, FrameSource, Walker};
+use crate::errors::{EncodeResult, SerializationError};
+
+impl<'py> Walker<'_, 'py> {
+    /// An object handled by a registered serializer.
+    pub fn ext(
+        &mut self,
+        obj: &Bound<'py, PyAny>,
+        entry: &Bound<'py, PyAny>,
+        shared: bool,
+    ) -> EncodeResult<()> {
+        let py = self.py;
+        let ptr = obj.as_ptr();
+        if self.memo_seen(ptr, shared, false)? {
+            return Ok(());
+        }
+        let tag: String = entry.getattr(pyo3::intern!(py, "tag"))?.extract()?;
+        let safe: bool = entry.getattr(pyo3::intern!(py, "safe"))?.extract()?;
+        let out = match self.state.ext_cache.get(&(ptr as usize)) {
+            Some((_, out)) => out.bind(py).clone(),
+            None => {
+                let out = entry.call_method1(pyo3::intern!(py, "encode"), (obj,))?;
+                self.state
+                    .ext_cache
+                    .insert(ptr as usize, (obj.clone().unbind(), out.clone().unbind()));
+                out
+            }
+        };
+        let (meta, frames): (Bound<'py, PyAny>, Bound<'py, PyList>) = out.extract()?;
+        let tag_index = self.state.tag_index(&tag);
+        if !safe {
+            self.state.needs_pickle = true;
+        }
+        self.w.ext_begin(tag_index);
+        self.keep_alive.push(meta.clone());
+        let meta_shared = refcnt(meta.as_ptr()) > 2;
+        let was_external = self.external;
+        self.external = true;
+        let walked = self.nested(|this| this.walk(&meta, meta_shared));
+        self.external = was_external;
+        walked?;
+        let mut indices = Vec::with_capacity(frames.len());
+        for frame in frames.iter() {
+            let buf = RawBuffer::simple(&frame).map_err(|e| {
+                let err = SerializationError::new_err(format!(
+                    "serializer {tag:?} returned a frame of type {} that is not a contiguous buffer",
+                    frame.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                ));
+                err.set_cause(py, Some(e));
+                err
+            })?;
+            indices.push(self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?);
+        }
+        self.w.ext_end(&indices);
+        self.memo_done(ptr, shared);
+        Ok(())
+    }
+}
