@@ -6,13 +6,12 @@
 //! views always. Frame checksums are verified when a frame is first used (fused with the copy
 //! when there is one) and, at the end, for any frame no node used.
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
 use freight_core::{PickleDataRef, Reader, Tag};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFrozenSet, PyList, PySet, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFrozenSet, PyList, PySet};
 
 use crate::buffer::{uninit_bytes, RawBuffer};
 use crate::errors::{decode_error, wrap_decode, DeserializationError, UnsafePayloadError};
@@ -569,6 +568,3 @@ pub fn decode<'py>(py: Python<'py>, ctx: DecodeCtx) -> PyResult<Bound<'py, PyAny
     ctx.verify_rest(py)?;
     Ok(obj)
 }
-
-#[allow(dead_code)]
-fn _assert_types(_: &PyString, _: &PyTuple, _: &RefCell<()>) {}
