@@ -14,6 +14,7 @@ Three shapes of serializer register as they are:
 
 from __future__ import annotations
 
+import importlib
 import inspect as _inspect
 import threading
 import weakref
@@ -21,14 +22,34 @@ from typing import Any, Callable, Iterable
 
 from freight.exceptions import MissingDependencyError, SerializationError, UnknownTagError
 
-__all__ = ["Entry", "Registry", "GLOBAL"]
+__all__ = ["Entry", "Registry", "GLOBAL", "BUILTINS"]
 
 # Results of simple (bytes) serializers at least this large travel as a frame, not inline.
 _INLINE_LIMIT = 64 * 1024
 
-# Tags whose serializers ship with freight but live in modules imported on first use, and the
-# extra that installs the library they need.
-_LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {}
+# Libraries freight ships serializers for, by the top-level module of their types: the module
+# of freight that registers them (into BUILTINS) and the extra that installs the library. They
+# are imported the first time an object of the library is serialized (the Rust walker reads
+# _PENDING) or a payload tag of the library is loaded; never at ``import freight``.
+_LIBRARIES: dict[str, tuple[str, str]] = {
+    "scipy": ("freight.serializers.scipy_sparse", "scipy"),
+}
+_LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {
+    "scipy.sparse": ("freight.serializers.scipy_sparse", "scipy"),
+}
+_PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}
+
+
+def _load_library(top: str) -> bool:
+    """Imports freight's serializers for library ``top`` (once). False if nothing was loaded."""
+    module = _PENDING.pop(top, None)
+    if module is None:
+        return False
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False  # the library itself is missing: nothing of it can be serialized anyway
+    return True
 
 
 def _takes_one_argument(func: Callable[..., Any]) -> bool:
@@ -50,7 +71,7 @@ class Entry:
     """A registered serializer, normalised to the full protocol. The Rust walker calls
     ``encode``/``decode`` and reads ``tag`` and ``safe``."""
 
-    __slots__ = ("tag", "safe", "types", "serializer", "predicate", "simple", "_serialize", "_deserialize")
+    __slots__ = ("tag", "safe", "types", "serializer", "predicate", "simple", "subclasses", "_serialize", "_deserialize")
 
     def __init__(self, serializer: Any, tag: str | None, types: Iterable[type] | None, safe: bool | None):
         self.serializer = serializer
@@ -85,6 +106,9 @@ class Entry:
         # otherwise, allow_pickle=False refuses them too.
         default_safe = not self.simple
         self.safe = bool(getattr(serializer, "safe", default_safe) if safe is None else safe)
+        # Whether subclasses of ``types`` go to this serializer too (found by MRO). A serializer
+        # that rebuilds exactly the classes it lists says False, so subclasses keep their type.
+        self.subclasses = bool(getattr(serializer, "subclasses", True))
 
     def encode(self, obj: Any) -> tuple[Any, list[Any]]:
         out = self._serialize(obj)
@@ -136,6 +160,8 @@ class Registry:
         # the Rust walker holds this very dict and reads it without calling back into Python.
         self._types_view: dict[type, Entry] = {}
         self._predicate_view: list[Entry] = []
+        # Shared by all registries: libraries whose built-in serializers are not loaded yet.
+        self._pending_view = _PENDING
         self._mro_cache: dict[type, Entry | None] = {}
         if parent is not None:
             parent._children.add(self)
@@ -233,6 +259,10 @@ class Registry:
                     return candidate
         return None
 
+    @staticmethod
+    def _load_library(top: str) -> bool:
+        return _load_library(top)
+
     def by_tag(self, tag: str) -> Entry:
         for layer in self._layers():
             entry = layer._by_tag.get(tag)
@@ -241,7 +271,7 @@ class Registry:
         for prefix, (module, extra) in _LAZY_TAG_PREFIXES.items():
             if tag.startswith(prefix):
                 try:
-                    __import__(module)
+                    importlib.import_module(module)
                 except ImportError as exc:
                     raise MissingDependencyError(
                         f"the payload holds a {tag!r} object; install it with: pip install 'freight[{extra}]'"
@@ -256,4 +286,7 @@ class Registry:
         return f"<freight.Registry {sorted(self._by_tag)} parent={self.parent is not None}>"
 
 
-GLOBAL = Registry()
+# freight's own serializers for third-party types; user registrations (GLOBAL, and the layers
+# of Freight instances above it) take precedence.
+BUILTINS = Registry()
+GLOBAL = Registry(parent=BUILTINS)

@@ -10,6 +10,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer};
 use crate::compression::Stored;
 use crate::decode::{decode, DecodeCtx, Options};
+use crate::dispatch::DispatchRefs;
 use crate::encode::{Dispatch, EncodeState, FrameSource, Walker, FRAME_MIN};
 use crate::errors::{EncodeError, SerializationError};
 use crate::options::{self, Compression};
@@ -17,9 +18,8 @@ use crate::pickle_bridge::PickleSink;
 
 #[pyclass(module = "freight._freight", frozen)]
 pub struct Codec {
-    types: Py<PyDict>,
-    predicates: Py<PyList>,
-    registry: Py<PyAny>,
+    /// The registry's views (types, predicates, libraries to load), read without calls.
+    dispatch: DispatchRefs,
     allow_pickle: bool,
     zero_copy: bool,
     verify: Option<bool>,
@@ -79,10 +79,7 @@ fn python_version(py: Python<'_>) -> &'static str {
 
 impl Codec {
     fn dispatch<'py>(&self, py: Python<'py>) -> Dispatch<'py> {
-        Dispatch {
-            types: self.types.bind(py).clone(),
-            predicates: self.predicates.bind(py).clone(),
-        }
+        self.dispatch.bind(py)
     }
 
     fn encode(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Encoded> {
@@ -118,12 +115,7 @@ impl Codec {
         let cloud_first = crate::pickle_bridge::by_reference_fails(py, obj)?.is_some();
         let sink = Bound::new(
             py,
-            PickleSink::new(
-                self.types.clone_ref(py),
-                self.predicates.clone_ref(py),
-                ext_cache,
-                cloud_first,
-            ),
+            PickleSink::new(self.dispatch.clone_ref(py), ext_cache, cloud_first),
         )?;
         let module = crate::types::pickle_bridge(py)?;
         let out = module
@@ -243,14 +235,9 @@ impl Codec {
         key: Option<Bound<'_, PyAny>>,
         max_size: Option<u64>,
     ) -> PyResult<Self> {
-        let predicates = registry
-            .getattr("_predicate_view")?
-            .cast_into::<PyList>()?
-            .unbind();
+        let _ = types; // the registry's own view; kept in the signature for compatibility
         Ok(Self {
-            types: types.unbind(),
-            predicates,
-            registry: registry.unbind(),
+            dispatch: DispatchRefs::new(&registry)?,
             allow_pickle,
             zero_copy,
             verify,
@@ -385,7 +372,7 @@ impl Codec {
         max_size: Option<u64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = self.options(allow_pickle, zero_copy, verify, key, max_size)?;
-        let ctx = DecodeCtx::contiguous(py, data, self.registry.bind(py), opts)?;
+        let ctx = DecodeCtx::contiguous(py, data, self.dispatch.registry(py), opts)?;
         decode(py, ctx)
     }
 
@@ -418,7 +405,7 @@ impl Codec {
                     new
                 })?,
         };
-        let ctx = DecodeCtx::from_frames(py, &list, self.registry.bind(py), opts)?;
+        let ctx = DecodeCtx::from_frames(py, &list, self.dispatch.registry(py), opts)?;
         decode(py, ctx)
     }
 }

@@ -1,20 +1,111 @@
 //! How the walker finds a registered serializer for an object: the exact-type dict and the
-//! predicate list of a `freight.Registry` (both updated in place by Python), MRO in between.
+//! predicate list of a `freight.Registry` (both updated in place by Python), MRO in between,
+//! and, for the libraries freight ships serializers for, loading those serializers the first
+//! time an object of the library shows up.
+
+use std::sync::Mutex;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+use crate::memo::PtrMap;
 use pyo3::types::{PyDict, PyList, PyType};
 
+/// A registry's views, held across calls (see `Dispatch`).
+pub struct DispatchRefs {
+    types: Py<PyDict>,
+    predicates: Py<PyList>,
+    pending: Py<PyDict>,
+    registry: Py<PyAny>,
+}
+
+impl DispatchRefs {
+    pub fn new(registry: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(Self {
+            types: registry
+                .call_method0("types_view")?
+                .cast_into::<PyDict>()?
+                .unbind(),
+            predicates: registry
+                .getattr("_predicate_view")?
+                .cast_into::<PyList>()?
+                .unbind(),
+            pending: registry
+                .getattr("_pending_view")?
+                .cast_into::<PyDict>()?
+                .unbind(),
+            registry: registry.clone().unbind(),
+        })
+    }
+
+    pub fn bind<'py>(&self, py: Python<'py>) -> Dispatch<'py> {
+        Dispatch {
+            types: self.types.bind(py).clone(),
+            predicates: self.predicates.bind(py).clone(),
+            pending: self.pending.bind(py).clone(),
+            registry: self.registry.bind(py).clone(),
+        }
+    }
+
+    pub fn clone_ref(&self, py: Python<'_>) -> Self {
+        Self {
+            types: self.types.clone_ref(py),
+            predicates: self.predicates.clone_ref(py),
+            pending: self.pending.clone_ref(py),
+            registry: self.registry.clone_ref(py),
+        }
+    }
+
+    pub fn registry<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.registry.bind(py)
+    }
+}
+
 /// The registry as the walker sees it: the exact-type dict and the predicate list of a
-/// `freight.Registry`, both updated in place by Python when registrations change.
+/// `freight.Registry`, both updated in place by Python when registrations change, and the
+/// libraries whose built-in serializers are not loaded yet (top-level module -> loader).
 pub struct Dispatch<'py> {
     pub types: Bound<'py, PyDict>,
     pub predicates: Bound<'py, PyList>,
+    pub pending: Bound<'py, PyDict>,
+    pub registry: Bound<'py, PyAny>,
+}
+
+/// Types already found not to belong to a library whose serializers are pending, so that the
+/// walker asks for a type's module once, not for every object. The types are kept alive, so an
+/// address is never reused by another type while it is in the set.
+static SETTLED: PyOnceLock<Mutex<PtrMap<Py<PyType>>>> = PyOnceLock::new();
+const SETTLED_MAX: usize = 4096;
+
+fn settled(py: Python<'_>, ty: &Bound<'_, PyType>) -> bool {
+    SETTLED
+        .get_or_init(py, Default::default)
+        .lock()
+        .is_ok_and(|set| set.contains_key(&(ty.as_ptr() as usize)))
+}
+
+fn settle(py: Python<'_>, ty: &Bound<'_, PyType>) {
+    if let Ok(mut set) = SETTLED.get_or_init(py, Default::default).lock() {
+        if set.len() >= SETTLED_MAX {
+            set.clear();
+        }
+        set.insert(ty.as_ptr() as usize, ty.clone().unbind());
+    }
 }
 
 impl<'py> Dispatch<'py> {
+    /// Nothing registered and nothing left to load: every lookup would find nothing.
     pub fn is_empty(&self) -> bool {
-        self.types.is_empty() && self.predicates.is_empty()
+        self.types.is_empty() && self.predicates.is_empty() && self.pending.is_empty()
+    }
+
+    /// Whether no lookup can find anything for objects of type `ty` (cheap: no Python call once
+    /// the type is settled).
+    pub fn nothing_for(&self, ty: &Bound<'py, PyType>) -> bool {
+        self.types.is_empty()
+            && self.predicates.is_empty()
+            && (self.pending.is_empty() || settled(ty.py(), ty))
     }
 
     #[inline]
@@ -22,16 +113,27 @@ impl<'py> Dispatch<'py> {
         self.types.get_item(ty)
     }
 
-    /// MRO, then `supported(obj)` predicates.
+    /// Exact type, MRO, then `supported(obj)` predicates; then, if the object's library has
+    /// serializers shipped with freight that are not loaded yet, loads them and looks again.
     pub fn slow(&self, obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
         if self.is_empty() {
             return Ok(None);
         }
         let ty = obj.get_type();
         if !self.types.is_empty() {
+            if let Some(entry) = self.exact(&ty)? {
+                return Ok(Some(entry));
+            }
             for base in crate::types::mro_bases(&ty)?.iter().skip(1) {
                 if let Some(entry) = self.types.get_item(&base)? {
-                    return Ok(Some(entry));
+                    // Serializers that rebuild exactly their own types (freight's built-in
+                    // ones) leave subclasses to pickle, which keeps their type.
+                    if entry
+                        .getattr(pyo3::intern!(obj.py(), "subclasses"))?
+                        .is_truthy()?
+                    {
+                        return Ok(Some(entry));
+                    }
                 }
             }
         }
@@ -42,6 +144,22 @@ impl<'py> Dispatch<'py> {
             {
                 return Ok(Some(entry));
             }
+        }
+        if !self.pending.is_empty() && !settled(obj.py(), &ty) {
+            let module = ty.getattr(pyo3::intern!(obj.py(), "__module__"))?;
+            if let Ok(module) = module.extract::<&str>() {
+                let top = module.split('.').next().unwrap_or(module);
+                if self.pending.contains(top)? {
+                    let loaded: bool = self
+                        .registry
+                        .call_method1(pyo3::intern!(obj.py(), "_load_library"), (top,))?
+                        .extract()?;
+                    if loaded {
+                        return self.slow(obj);
+                    }
+                }
+            }
+            settle(obj.py(), &ty);
         }
         Ok(None)
     }

@@ -13,11 +13,12 @@ use pyo3::exceptions::PyException;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyString, PyTuple, PyType};
 
 use crate::buffer::RawBuffer;
 use crate::decode::{decode_external, DecodeCtx, Memo};
-use crate::encode::{Dispatch, EncodeState, FrameSource, MemoState, Walker, FRAME_MIN};
+use crate::dispatch::DispatchRefs;
+use crate::encode::{EncodeState, FrameSource, MemoState, Walker, FRAME_MIN};
 use crate::errors::{DeserializationError, EncodeError};
 use crate::memo::PtrMap;
 use crate::types::{ndarray_type, std_types};
@@ -33,8 +34,7 @@ struct SinkInner {
 
 #[pyclass(module = "freight._freight", unsendable)]
 pub struct PickleSink {
-    types: Py<PyDict>,
-    predicates: Py<PyList>,
+    dispatch: DispatchRefs,
     inner: RefCell<SinkInner>,
 }
 
@@ -55,14 +55,12 @@ fn needs_cloudpickle(py: Python<'_>, what: String) -> PyErr {
 impl PickleSink {
     /// `ext_cache`: serializer results of the native attempt, reused rather than recomputed.
     pub fn new(
-        types: Py<PyDict>,
-        predicates: Py<PyList>,
+        dispatch: DispatchRefs,
         ext_cache: PtrMap<(Py<PyAny>, Py<PyAny>)>,
         cloud: bool,
     ) -> Self {
         Self {
-            types,
-            predicates,
+            dispatch,
             inner: RefCell::new(SinkInner {
                 state: EncodeState {
                     ext_cache,
@@ -152,7 +150,7 @@ impl PickleSink {
     /// is registered for one of those built-in types.
     #[getter]
     fn needs_persistent_id(&self, py: Python<'_>) -> PyResult<bool> {
-        for ty in self.types.bind(py).keys() {
+        for ty in self.dispatch.bind(py).types.keys() {
             if crate::encode::is_pickle_atomic_type(py, &ty) {
                 return Ok(true);
             }
@@ -263,8 +261,8 @@ impl PickleSink {
         // The common case, first and cheap: nothing registered, not an array, and (with
         // cloudpickle) no by-reference check to make.
         let ptr = obj.as_ptr();
-        if self.types.bind(py).is_empty()
-            && self.predicates.bind(py).is_empty()
+        let dispatch = self.dispatch.bind(py);
+        if dispatch.nothing_for(&obj.get_type())
             && self.inner.borrow().cloud
             && !ndarray_type(py).is_some_and(|t| obj.get_type().is(t))
             && !is_big_bytes(ptr)
@@ -272,7 +270,7 @@ impl PickleSink {
             return Ok(None);
         }
         let ty = unsafe { ffi::Py_TYPE(ptr) };
-        let types = self.types.bind(py);
+        let types = dispatch.types.clone();
         let plain = unsafe {
             ty == &raw mut ffi::PyLong_Type
                 || ty == &raw mut ffi::PyFloat_Type
@@ -289,10 +287,6 @@ impl PickleSink {
         if let Some(&(pid, _)) = self.inner.borrow().seen.get(&(ptr as usize)) {
             return Ok(Some(pid));
         }
-        let dispatch = Dispatch {
-            types: types.clone(),
-            predicates: self.predicates.bind(py).clone(),
-        };
         let is_big_bytes = is_big_bytes(ptr);
 
         let entry = if is_big_bytes || plain && types.is_empty() {
