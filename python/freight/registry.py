@@ -33,9 +33,11 @@ _INLINE_LIMIT = 64 * 1024
 # _PENDING) or a payload tag of the library is loaded; never at ``import freight``.
 _LIBRARIES: dict[str, tuple[str, str]] = {
     "scipy": ("freight.serializers.scipy_sparse", "scipy"),
+    "pyarrow": ("freight.serializers.arrow", "arrow"),
 }
 _LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {
     "scipy.sparse": ("freight.serializers.scipy_sparse", "scipy"),
+    "pyarrow.": ("freight.serializers.arrow", "arrow"),
 }
 _PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}
 

@@ -1,0 +1,188 @@
+"""pyarrow Array, ChunkedArray, RecordBatch, Table and Schema. Arrow buffers travel as frames:
+no copy in ``dumps_frames``, and ``loads(zero_copy=True)`` rebuilds arrays over the input's
+memory. Types and schemas (with their metadata) travel in Arrow's own IPC schema encoding.
+Imported the first time a pyarrow object is serialized or a ``pyarrow.*`` payload is loaded;
+registers into ``freight.registry.BUILTINS``.
+
+Array layouts freight does not rebuild from buffers (unions, run-end encoded, view types) travel
+as an Arrow IPC stream instead (one copy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from freight.exceptions import DeserializationError
+from freight.registry import BUILTINS
+
+
+class _ByIpc(Exception):
+    """This array's layout is sent as an IPC stream."""
+
+
+def _type_wire(t: pa.DataType) -> bytes:
+    return pa.schema([pa.field("", t)]).serialize().to_pybytes()
+
+
+def _type_from(wire: bytes) -> pa.DataType:
+    return pa.ipc.read_schema(pa.py_buffer(wire)).field(0).type
+
+
+def _children(arr: pa.Array) -> list[pa.Array]:
+    t = arr.type
+    if pa.types.is_struct(t):
+        return [arr.field(i) for i in range(t.num_fields)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t) or pa.types.is_map(t):
+        return [arr.values]
+    if t.num_fields:
+        raise _ByIpc
+    return []
+
+
+def _array_meta(arr: pa.Array, frames: list[Any]) -> dict[str, Any]:
+    t = arr.type
+    if isinstance(arr, pa.ExtensionArray):
+        return {"type": _type_wire(t), "storage": _array_meta(arr.storage, frames)}
+    if pa.types.is_dictionary(t):
+        return {
+            "type": _type_wire(t),
+            "indices": _array_meta(arr.indices, frames),
+            "dictionary": _array_meta(arr.dictionary, frames),
+        }
+    if t.num_fields and arr.offset:
+        arr = pa.concat_arrays([arr])  # nested children are offset-adjusted: start at 0
+    buffers = []
+    for buf in arr.buffers()[: t.num_buffers]:
+        if buf is None:
+            buffers.append(None)
+        else:
+            frames.append(buf)
+            buffers.append(len(frames) - 1)
+    return {
+        "type": _type_wire(t),
+        "length": len(arr),
+        "null_count": arr.null_count,
+        "offset": arr.offset,
+        "buffers": buffers,
+        "children": [_array_meta(child, frames) for child in _children(arr)],
+    }
+
+
+def _encode_array(arr: pa.Array, frames: list[Any]) -> dict[str, Any]:
+    mark = len(frames)
+    try:
+        return _array_meta(arr, frames)
+    except (_ByIpc, pa.ArrowNotImplementedError):
+        del frames[mark:]
+        sink = pa.BufferOutputStream()
+        batch = pa.RecordBatch.from_arrays([arr], names=[""])
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        frames.append(sink.getvalue())
+        return {"ipc": len(frames) - 1}
+
+
+def _array_from(meta: dict[str, Any], frames: list[memoryview]) -> pa.Array:
+    if "ipc" in meta:
+        return pa.ipc.open_stream(pa.py_buffer(frames[meta["ipc"]])).read_all().column(0).chunk(0)
+    t = _type_from(meta["type"])
+    if "storage" in meta:
+        return pa.ExtensionArray.from_storage(t, _array_from(meta["storage"], frames))
+    if "indices" in meta:
+        return pa.DictionaryArray.from_arrays(
+            _array_from(meta["indices"], frames), _array_from(meta["dictionary"], frames), ordered=t.ordered
+        )
+    buffers = [None if i is None else pa.py_buffer(frames[i]) for i in meta["buffers"]]
+    children = [_array_from(child, frames) for child in meta["children"]]
+    return pa.Array.from_buffers(
+        t, meta["length"], buffers, null_count=meta["null_count"], offset=meta["offset"], children=children or None
+    )
+
+
+class _ArrowSerializer:
+    safe = True
+    subclasses = True  # the concrete array classes (Int64Array, ...) are pyarrow's own
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        try:
+            return self._rebuild(meta, frames)
+        except DeserializationError:
+            raise
+        except (pa.ArrowException, KeyError, TypeError, ValueError, IndexError) as exc:
+            raise DeserializationError(f"the payload holds an invalid Arrow {self.tag}: {exc}") from exc
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        raise NotImplementedError
+
+
+class ArraySerializer(_ArrowSerializer):
+    tag = "pyarrow.Array"
+    types = (pa.Array,)
+
+    def serialize(self, arr: pa.Array) -> tuple[Any, list[Any]]:
+        frames: list[Any] = []
+        return _encode_array(arr, frames), frames
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        return _array_from(meta, frames)
+
+
+class ChunkedArraySerializer(_ArrowSerializer):
+    tag = "pyarrow.ChunkedArray"
+    types = (pa.ChunkedArray,)
+
+    def serialize(self, arr: pa.ChunkedArray) -> tuple[Any, list[Any]]:
+        frames: list[Any] = []
+        return {"type": _type_wire(arr.type), "chunks": [_encode_array(c, frames) for c in arr.chunks]}, frames
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        return pa.chunked_array([_array_from(c, frames) for c in meta["chunks"]], type=_type_from(meta["type"]))
+
+
+class RecordBatchSerializer(_ArrowSerializer):
+    tag = "pyarrow.RecordBatch"
+    types = (pa.RecordBatch,)
+
+    def serialize(self, batch: pa.RecordBatch) -> tuple[Any, list[Any]]:
+        frames: list[Any] = []
+        columns = [_encode_array(c, frames) for c in batch.columns]
+        return {"schema": batch.schema.serialize().to_pybytes(), "columns": columns}, frames
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        schema = pa.ipc.read_schema(pa.py_buffer(meta["schema"]))
+        return pa.RecordBatch.from_arrays([_array_from(c, frames) for c in meta["columns"]], schema=schema)
+
+
+class TableSerializer(_ArrowSerializer):
+    tag = "pyarrow.Table"
+    types = (pa.Table,)
+
+    def serialize(self, table: pa.Table) -> tuple[Any, list[Any]]:
+        frames: list[Any] = []
+        columns = [[_encode_array(c, frames) for c in col.chunks] for col in table.columns]
+        return {"schema": table.schema.serialize().to_pybytes(), "columns": columns}, frames
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        schema = pa.ipc.read_schema(pa.py_buffer(meta["schema"]))
+        columns = [
+            pa.chunked_array([_array_from(c, frames) for c in chunks], type=field.type)
+            for chunks, field in zip(meta["columns"], schema)
+        ]
+        return pa.Table.from_arrays(columns, schema=schema)
+
+
+class SchemaSerializer(_ArrowSerializer):
+    tag = "pyarrow.Schema"
+    types = (pa.Schema,)
+
+    def serialize(self, schema: pa.Schema) -> tuple[Any, list[Any]]:
+        return schema.serialize().to_pybytes(), []
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        return pa.ipc.read_schema(pa.py_buffer(meta))
+
+
+for _serializer in (ArraySerializer(), ChunkedArraySerializer(), RecordBatchSerializer(), TableSerializer(), SchemaSerializer()):
+    BUILTINS.register(_serializer)
