@@ -105,6 +105,23 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
     return file.getvalue(), True
 
 
+def dump_island(obj: Any) -> tuple[bytes, bool]:
+    """Pickles one value on its own (a value inside a serializer's metadata that freight cannot
+    encode natively, such as the values of an object column). Returns (stream, used_cloudpickle)."""
+    try:
+        return pickle.dumps(obj, protocol=PROTOCOL), False
+    except Exception:
+        pass
+    import cloudpickle
+
+    try:
+        return cloudpickle.dumps(obj, protocol=PROTOCOL), True
+    except Exception as exc:
+        raise SerializationError(
+            f"cannot serialize a {type(obj).__qualname__} found in a serializer's metadata: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 _loading = threading.local()
 
 

@@ -68,6 +68,18 @@ impl Encoded {
     }
 }
 
+/// The producer versions a payload with pickle records (pickled code is version-specific).
+fn pickle_versions(py: Python<'_>, cloud: bool) -> PyResult<Vec<(String, String)>> {
+    let mut versions = vec![("python".to_owned(), python_version(py).to_owned())];
+    if cloud {
+        versions.push((
+            "cloudpickle".to_owned(),
+            crate::types::cloudpickle_version(py)?.to_owned(),
+        ));
+    }
+    Ok(versions)
+}
+
 /// "3.11": the producer version a pickle payload records (code objects are version-specific).
 fn python_version(py: Python<'_>) -> &'static str {
     static VERSION: pyo3::sync::PyOnceLock<String> = pyo3::sync::PyOnceLock::new();
@@ -94,10 +106,15 @@ impl Codec {
             }
         };
         if let Some(tree) = native {
+            let versions = if state.pickled {
+                pickle_versions(py, state.cloudpickle)?
+            } else {
+                Vec::new()
+            };
             return Ok(Encoded {
                 tree,
                 state,
-                versions: Vec::new(),
+                versions,
             });
         }
         self.encode_pickled(py, obj, std::mem::take(&mut state.ext_cache))
@@ -126,11 +143,7 @@ impl Codec {
         let cloud: bool = out.get_item(1)?.extract()?;
         let (mut state, externals, buffers, _) = sink.borrow().take();
         state.needs_pickle = true;
-        let mut versions = vec![("python".to_owned(), python_version(py).to_owned())];
-        if cloud {
-            let version = crate::types::cloudpickle_version(py)?.to_owned();
-            versions.push(("cloudpickle".to_owned(), version));
-        }
+        let versions = pickle_versions(py, cloud)?;
         let mut w = TreeWriter::new();
         let bytes = data.as_bytes();
         if bytes.len() >= FRAME_MIN {
