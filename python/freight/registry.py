@@ -34,10 +34,12 @@ _INLINE_LIMIT = 64 * 1024
 _LIBRARIES: dict[str, tuple[str, str]] = {
     "scipy": ("freight.serializers.scipy_sparse", "scipy"),
     "pyarrow": ("freight.serializers.arrow", "arrow"),
+    "pandas": ("freight.serializers.pandas", "pandas"),
 }
 _LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {
     "scipy.sparse": ("freight.serializers.scipy_sparse", "scipy"),
     "pyarrow.": ("freight.serializers.arrow", "arrow"),
+    "pandas.": ("freight.serializers.pandas", "pandas"),
 }
 _PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}
 

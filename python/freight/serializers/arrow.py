@@ -89,7 +89,12 @@ def _array_from(meta: dict[str, Any], frames: list[memoryview]) -> pa.Array:
         return pa.ipc.open_stream(pa.py_buffer(frames[meta["ipc"]])).read_all().column(0).chunk(0)
     t = _type_from(meta["type"])
     if "storage" in meta:
-        return pa.ExtensionArray.from_storage(t, _array_from(meta["storage"], frames))
+        storage = _array_from(meta["storage"], frames)
+        if not isinstance(t, pa.BaseExtensionType):
+            # The extension type is not registered in this process (its library registers it
+            # lazily): the storage array is what its consumer (pandas' __from_arrow__) reads.
+            return storage
+        return pa.ExtensionArray.from_storage(t, storage)
     if "indices" in meta:
         return pa.DictionaryArray.from_arrays(
             _array_from(meta["indices"], frames), _array_from(meta["dictionary"], frames), ordered=t.ordered

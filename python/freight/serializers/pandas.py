@@ -1,0 +1,199 @@
+"""pandas DataFrame, Series and Index. Column data travels as frames, not through pickle:
+numpy-backed columns as numpy arrays, extension columns (nullable Int/Float/boolean, string in
+either storage, datetime with tz, period, interval, pyarrow-backed) through Arrow (their dtype's
+own ``__arrow_array__``/``__from_arrow__``), categoricals as codes plus categories. Only object
+columns, and whatever has no such path (sparse, say), are pickled in place, and only they make
+the payload need pickle. Index kinds (Range, Multi, Datetime with tz and freq, Categorical, ...),
+names of any type, ``attrs`` and ``flags`` are kept. Imported the first time a pandas object is
+serialized or a ``pandas.*`` payload is loaded; registers into ``freight.registry.BUILTINS``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from freight.exceptions import DeserializationError
+from freight.registry import BUILTINS
+
+_pandas_dtype = pd.api.types.pandas_dtype
+
+try:  # pandas registers its Arrow extension types (period, interval) only when this is imported
+    import pandas.core.arrays.arrow.extension_types  # noqa: F401
+except ImportError:  # pragma: no cover - other pandas versions
+    pass
+
+
+def _values_meta(values: Any) -> dict[str, Any]:
+    """A column's (or index's) values as natively encodable metadata."""
+    if isinstance(values, np.ndarray):
+        return {"np": values}  # object arrays become pickle islands
+    dtype = values.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return {"codes": values.codes, "categories": _index_meta(dtype.categories), "ordered": bool(dtype.ordered)}
+    if isinstance(dtype, pd.SparseDtype):
+        return {"object": values}  # no frame layout yet: pickled in place
+    text = _dtype_text(dtype)
+    if hasattr(dtype, "__from_arrow__"):
+        try:
+            if _pandas_dtype(text) == dtype:
+                import pyarrow as pa
+
+                arrow = pa.array(values)
+                if not isinstance(arrow, pa.ChunkedArray):
+                    arrow = pa.chunked_array([arrow])
+                return {"dtype": text, "arrow": arrow}
+        except (TypeError, ValueError, ImportError, pa_errors()):
+            pass
+    return {"object": values}
+
+
+def pa_errors() -> type[BaseException]:
+    try:
+        import pyarrow as pa
+
+        return pa.ArrowException
+    except ImportError:  # pragma: no cover - pandas 3 requires pyarrow for its string dtype
+        return TypeError
+
+
+def _dtype_text(dtype: Any) -> str:
+    """A text that ``pandas_dtype`` turns back into ``dtype`` (checked by the caller)."""
+    if isinstance(dtype, pd.StringDtype) and dtype.na_value is pd.NA:
+        return f"string[{dtype.storage}]"  # str(dtype) is just "string", whose storage varies
+    return str(dtype)
+
+
+def _values_from(meta: dict[str, Any]) -> Any:
+    if "np" in meta:
+        return meta["np"]
+    if "codes" in meta:
+        return pd.Categorical.from_codes(meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"])
+    if "arrow" in meta:
+        return _pandas_dtype(meta["dtype"]).__from_arrow__(meta["arrow"])
+    return meta["object"]
+
+
+def _column_values(series: pd.Series) -> Any:
+    dtype = series.dtype
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype):
+        return series.array
+    return series.to_numpy(copy=False)
+
+
+def _index_meta(index: pd.Index) -> dict[str, Any]:
+    if type(index) is pd.RangeIndex:
+        return {"range": (index.start, index.stop, index.step), "name": index.name}
+    if isinstance(index, pd.MultiIndex):
+        return {
+            "levels": [_index_meta(level) for level in index.levels],
+            "codes": [np.asarray(c) for c in index.codes],
+            "names": list(index.names),
+        }
+    values = index.array if isinstance(index.dtype, pd.api.extensions.ExtensionDtype) else index.to_numpy(copy=False)
+    meta: dict[str, Any] = {"values": _values_meta(values), "name": index.name}
+    freq = getattr(index, "freqstr", None)
+    if freq is not None:
+        meta["freq"] = freq
+    return meta
+
+
+def _index_from(meta: dict[str, Any]) -> pd.Index:
+    if "range" in meta:
+        return pd.RangeIndex(*meta["range"], name=meta["name"])
+    if "levels" in meta:
+        return pd.MultiIndex(
+            levels=[_index_from(level) for level in meta["levels"]], codes=meta["codes"], names=meta["names"]
+        )
+    values = _values_from(meta["values"])
+    index = pd.Index(values, name=meta["name"], copy=False)
+    if "freq" in meta:
+        try:  # DatetimeIndex, TimedeltaIndex, PeriodIndex keep their frequency
+            index = type(index)(values, freq=meta["freq"], name=meta["name"])
+        except (TypeError, ValueError):
+            pass
+    return index
+
+
+class _PandasSerializer:
+    safe = True  # object columns become pickle islands, which mark the payload as needing pickle
+    subclasses = False
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        try:
+            return self._rebuild(meta)
+        except DeserializationError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise DeserializationError(f"the payload holds an invalid pandas {self.tag}: {exc}") from exc
+
+    def _rebuild(self, meta: Any) -> Any:
+        raise NotImplementedError
+
+
+class DataFrameSerializer(_PandasSerializer):
+    tag = "pandas.DataFrame"
+    types = (pd.DataFrame,)
+
+    def serialize(self, df: pd.DataFrame) -> tuple[Any, list[Any]]:
+        return {
+            "columns": _index_meta(df.columns),
+            "index": _index_meta(df.index),
+            "data": [_values_meta(_column_values(df.iloc[:, i])) for i in range(df.shape[1])],
+            "attrs": dict(df.attrs),
+            "allows_duplicate_labels": df.flags.allows_duplicate_labels,
+        }, []
+
+    def _rebuild(self, meta: Any) -> pd.DataFrame:
+        index = _index_from(meta["index"])
+        columns = _index_from(meta["columns"])
+        data = {i: _values_from(values) for i, values in enumerate(meta["data"])}
+        df = pd.DataFrame(data, index=index, copy=False)
+        df.columns = columns
+        df.attrs.update(meta["attrs"])
+        return df.set_flags(allows_duplicate_labels=meta["allows_duplicate_labels"])
+
+
+class SeriesSerializer(_PandasSerializer):
+    tag = "pandas.Series"
+    types = (pd.Series,)
+
+    def serialize(self, s: pd.Series) -> tuple[Any, list[Any]]:
+        return {
+            "values": _values_meta(_column_values(s)),
+            "index": _index_meta(s.index),
+            "name": s.name,
+            "attrs": dict(s.attrs),
+            "allows_duplicate_labels": s.flags.allows_duplicate_labels,
+        }, []
+
+    def _rebuild(self, meta: Any) -> pd.Series:
+        s = pd.Series(_values_from(meta["values"]), index=_index_from(meta["index"]), name=meta["name"], copy=False)
+        s.attrs.update(meta["attrs"])
+        return s.set_flags(allows_duplicate_labels=meta["allows_duplicate_labels"])
+
+
+class IndexSerializer(_PandasSerializer):
+    tag = "pandas.Index"
+    types = (
+        pd.Index,
+        pd.RangeIndex,
+        pd.MultiIndex,
+        pd.DatetimeIndex,
+        pd.TimedeltaIndex,
+        pd.PeriodIndex,
+        pd.IntervalIndex,
+        pd.CategoricalIndex,
+    )
+
+    def serialize(self, index: pd.Index) -> tuple[Any, list[Any]]:
+        return _index_meta(index), []
+
+    def _rebuild(self, meta: Any) -> pd.Index:
+        return _index_from(meta)
+
+
+for _serializer in (DataFrameSerializer(), SeriesSerializer(), IndexSerializer()):
+    BUILTINS.register(_serializer)
