@@ -17,6 +17,7 @@ import pandas as pd
 
 from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
+from freight.serializers import Pickled
 
 _pandas_dtype = pd.api.types.pandas_dtype
 
@@ -34,7 +35,7 @@ def _values_meta(values: Any) -> dict[str, Any]:
     if isinstance(dtype, pd.CategoricalDtype):
         return {"codes": values.codes, "categories": _index_meta(dtype.categories), "ordered": bool(dtype.ordered)}
     if isinstance(dtype, pd.SparseDtype):
-        return {"object": values}  # no frame layout yet: pickled in place
+        return {"object": Pickled(values)}  # no frame layout yet: pickled in place
     text = _dtype_text(dtype)
     if hasattr(dtype, "__from_arrow__"):
         try:
@@ -47,7 +48,7 @@ def _values_meta(values: Any) -> dict[str, Any]:
                 return {"dtype": text, "arrow": arrow}
         except (TypeError, ValueError, ImportError, pa_errors()):
             pass
-    return {"object": values}
+    return {"object": Pickled(values)}
 
 
 def pa_errors() -> type[BaseException]:
@@ -73,7 +74,7 @@ def _values_from(meta: dict[str, Any]) -> Any:
         return pd.Categorical.from_codes(meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"])
     if "arrow" in meta:
         return _pandas_dtype(meta["dtype"]).__from_arrow__(meta["arrow"])
-    return meta["object"]
+    return meta["object"].value
 
 
 def _column_values(series: pd.Series) -> Any:

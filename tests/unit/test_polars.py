@@ -1,0 +1,106 @@
+"""polars through freight's built-in serializers: exact schemas (nested, categorical/enum,
+decimal, temporal with tz), no pickle, LazyFrames and Object columns refused with a clear
+error, lazy loading and the missing-library error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import subprocess
+import sys
+import textwrap
+
+import polars as pl
+import pytest
+
+import freight
+
+
+def frame() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "i": [1, 2, None],
+            "u8": pl.Series([1, 2, 3], dtype=pl.UInt8),
+            "f": [1.5, None, 3.0],
+            "b": [True, False, None],
+            "s": ["a", None, "ccc"],
+            "enum": pl.Series(["a", "b", "a"], dtype=pl.Enum(["a", "b"])),
+            "cat": pl.Series(["x", "y", "x"], dtype=pl.Categorical),
+            "dec": pl.Series([decimal.Decimal("1.10"), None, decimal.Decimal("-2.50")]),
+            "date": [dt.date(2020, 1, 1), None, dt.date(2021, 6, 1)],
+            "ts_tz": pl.Series([dt.datetime(2020, 1, 1)] * 3).dt.replace_time_zone("Europe/Paris"),
+            "dur": pl.Series([dt.timedelta(seconds=1)] * 3),
+            "list": [[1], [2, 3], None],
+            "struct": [{"a": 1, "b": "x"}, {"a": 2, "b": None}, None],
+            "array": pl.Series([[1, 2], [3, 4], [5, 6]], dtype=pl.Array(pl.Int64, 2)),
+            "bin": [b"a", None, b"\x00"],
+        }
+    )
+
+
+def test_frames_round_trip_with_their_exact_schema_and_no_pickle():
+    df = frame()
+    blob = freight.dumps(df)
+    assert not freight.inspect(blob)["needs_pickle"]
+    back = freight.loads(blob, allow_pickle=False)
+    assert back.schema == df.schema
+    assert back.equals(df)
+    assert freight.loads_frames(freight.dumps_frames(df), allow_pickle=False).equals(df)
+
+
+@pytest.mark.parametrize("column", frame().columns)
+def test_each_column_as_a_series(column):
+    s = frame()[column]
+    back = freight.loads(freight.dumps(s), allow_pickle=False)
+    assert back.name == s.name and back.dtype == s.dtype
+    assert back.equals(s)
+
+
+def test_empty_and_large_frames():
+    empty = pl.DataFrame({"a": pl.Series([], dtype=pl.Int64)})
+    assert freight.loads(freight.dumps(empty)).equals(empty)
+    big = pl.DataFrame({"a": range(1_000_000), "b": [1.5] * 1_000_000})
+    assert freight.loads(freight.dumps(big, compression="lz4")).equals(big)
+
+
+def test_lazy_frames_are_refused_with_advice():
+    with pytest.raises(freight.SerializationError, match="collect"):
+        freight.dumps(frame().lazy())
+
+
+def test_object_columns_are_refused_with_advice():
+    # Neither Arrow nor polars' own pickling can serialize Object columns.
+    df = pl.DataFrame({"o": pl.Series([object(), object()], dtype=pl.Object), "i": [1, 2]})
+    with pytest.raises(freight.SerializationError, match="Object"):
+        freight.dumps(df)
+
+
+def run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+
+
+def test_lazy_loading_and_the_missing_library_error(tmp_path):
+    path = tmp_path / "df.frt"
+    freight.dump(frame(), path)
+    ok = run(
+        f"""
+        import sys, freight
+        assert "polars" not in sys.modules
+        print(freight.load({str(path)!r}, allow_pickle=False).shape)
+        """
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == str(frame().shape)
+    missing = run(
+        f"""
+        import sys
+        sys.modules["polars"] = None
+        import freight
+        try:
+            freight.load({str(path)!r})
+        except freight.MissingDependencyError as exc:
+            print(exc)
+        """
+    )
+    assert missing.returncode == 0, missing.stderr
+    assert "pip install 'freight[polars]'" in missing.stdout
