@@ -36,12 +36,14 @@ _LIBRARIES: dict[str, tuple[str, str]] = {
     "pyarrow": ("freight.serializers.arrow", "arrow"),
     "pandas": ("freight.serializers.pandas", "pandas"),
     "polars": ("freight.serializers.polars", "polars"),
+    "xarray": ("freight.serializers.xarray", "xarray"),
 }
 _LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {
     "scipy.sparse": ("freight.serializers.scipy_sparse", "scipy"),
     "pyarrow.": ("freight.serializers.arrow", "arrow"),
     "pandas.": ("freight.serializers.pandas", "pandas"),
     "polars.": ("freight.serializers.polars", "polars"),
+    "xarray.": ("freight.serializers.xarray", "xarray"),
 }
 _PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}
 

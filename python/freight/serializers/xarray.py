@@ -1,0 +1,46 @@
+"""xarray DataArray and Dataset: variables, coordinates, dims, attrs and encoding, through
+xarray's own ``to_dict(data="array", encoding=True)`` / ``from_dict``. Variable data stays numpy
+arrays, which freight sends as frames (no pickle; attrs values freight cannot encode natively
+are pickled in place). Imported the first time an xarray object is serialized or an
+``xarray.*`` payload is loaded; registers into ``freight.registry.BUILTINS``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import xarray as xr
+
+from freight.exceptions import DeserializationError
+from freight.registry import BUILTINS
+
+
+class _XarraySerializer:
+    safe = True
+    subclasses = False
+    cls: Any = None
+
+    def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
+        return obj.to_dict(data="array", encoding=True), []
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        try:
+            return self.cls.from_dict(meta)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DeserializationError(f"the payload holds an invalid xarray {self.tag}: {exc}") from exc
+
+
+class DataArraySerializer(_XarraySerializer):
+    tag = "xarray.DataArray"
+    types = (xr.DataArray,)
+    cls = xr.DataArray
+
+
+class DatasetSerializer(_XarraySerializer):
+    tag = "xarray.Dataset"
+    types = (xr.Dataset,)
+    cls = xr.Dataset
+
+
+for _serializer in (DataArraySerializer(), DatasetSerializer()):
+    BUILTINS.register(_serializer)
