@@ -14,7 +14,11 @@ Three shapes of serializer register as they are:
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import importlib
+import pathlib
+import uuid
 import inspect as _inspect
 import threading
 import weakref
@@ -37,6 +41,8 @@ _LIBRARIES: dict[str, tuple[str, str]] = {
     "pandas": ("freight.serializers.pandas", "pandas"),
     "polars": ("freight.serializers.polars", "polars"),
     "xarray": ("freight.serializers.xarray", "xarray"),
+    "torch": ("freight.serializers.torch", "torch"),
+    "collections": ("freight.serializers.stdlib", "all"),
 }
 _LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {
     "scipy.sparse": ("freight.serializers.scipy_sparse", "scipy"),
@@ -44,8 +50,19 @@ _LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {
     "pandas.": ("freight.serializers.pandas", "pandas"),
     "polars.": ("freight.serializers.polars", "polars"),
     "xarray.": ("freight.serializers.xarray", "xarray"),
+    "torch.": ("freight.serializers.torch", "torch"),
+    "collections.": ("freight.serializers.stdlib", "all"),
 }
 _PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}
+
+# Types the Rust walker encodes natively (a registration for one of them overrides that).
+_NATIVE_TYPES: frozenset[type] = frozenset(
+    [
+        type(None), bool, int, float, complex, str, bytes, bytearray, list, tuple, dict, set, frozenset,
+        datetime.datetime, datetime.date, datetime.time, datetime.timedelta, decimal.Decimal, uuid.UUID,
+        pathlib.PosixPath, pathlib.WindowsPath, pathlib.PurePosixPath, pathlib.PureWindowsPath,
+    ]
+)  # fmt: skip
 
 
 def _load_library(top: str) -> bool:
@@ -167,6 +184,11 @@ class Registry:
         # Derived from this layer and its parents, rebuilt in place whenever any layer changes:
         # the Rust walker holds this very dict and reads it without calling back into Python.
         self._types_view: dict[type, Entry] = {}
+        # The part of _types_view for types freight encodes natively (int, str, dict, datetime,
+        # ...): only when it is non-empty does the walker look every object up (a registration
+        # for such a type overrides the native encoding); other types are looked up only when
+        # the walker meets them.
+        self._native_view: dict[type, Entry] = {}
         self._predicate_view: list[Entry] = []
         # Shared by all registries: libraries whose built-in serializers are not loaded yet.
         self._pending_view = _PENDING
@@ -237,6 +259,10 @@ class Registry:
         for stale in [t for t in self._types_view if t not in view]:
             self._types_view.pop(stale, None)
         self._types_view.update(view)
+        native = {t: e for t, e in view.items() if t in _NATIVE_TYPES}
+        for stale in [t for t in self._native_view if t not in native]:
+            self._native_view.pop(stale, None)
+        self._native_view.update(native)
         self._predicate_view[:] = [e for layer in self._layers() for e in layer._predicates]
         self._mro_cache.clear()
         for child in list(self._children):

@@ -15,6 +15,7 @@ use pyo3::types::{PyDict, PyList, PyType};
 /// A registry's views, held across calls (see `Dispatch`).
 pub struct DispatchRefs {
     types: Py<PyDict>,
+    native: Py<PyDict>,
     predicates: Py<PyList>,
     pending: Py<PyDict>,
     registry: Py<PyAny>,
@@ -25,6 +26,10 @@ impl DispatchRefs {
         Ok(Self {
             types: registry
                 .call_method0("types_view")?
+                .cast_into::<PyDict>()?
+                .unbind(),
+            native: registry
+                .getattr("_native_view")?
                 .cast_into::<PyDict>()?
                 .unbind(),
             predicates: registry
@@ -42,6 +47,7 @@ impl DispatchRefs {
     pub fn bind<'py>(&self, py: Python<'py>) -> Dispatch<'py> {
         Dispatch {
             types: self.types.bind(py).clone(),
+            native: self.native.bind(py).clone(),
             predicates: self.predicates.bind(py).clone(),
             pending: self.pending.bind(py).clone(),
             registry: self.registry.bind(py).clone(),
@@ -51,6 +57,7 @@ impl DispatchRefs {
     pub fn clone_ref(&self, py: Python<'_>) -> Self {
         Self {
             types: self.types.clone_ref(py),
+            native: self.native.clone_ref(py),
             predicates: self.predicates.clone_ref(py),
             pending: self.pending.clone_ref(py),
             registry: self.registry.clone_ref(py),
@@ -67,6 +74,8 @@ impl DispatchRefs {
 /// libraries whose built-in serializers are not loaded yet (top-level module -> loader).
 pub struct Dispatch<'py> {
     pub types: Bound<'py, PyDict>,
+    /// Registrations for types the walker encodes natively (they override that encoding).
+    pub native: Bound<'py, PyDict>,
     pub predicates: Bound<'py, PyList>,
     pub pending: Bound<'py, PyDict>,
     pub registry: Bound<'py, PyAny>,

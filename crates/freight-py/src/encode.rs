@@ -145,7 +145,9 @@ impl<'a, 'py> Walker<'a, 'py> {
         state: &'a mut EncodeState,
         external: bool,
     ) -> Self {
-        let overrides = !dispatch.types.is_empty();
+        // Only registrations for natively encoded types need a lookup of every object; others
+        // are found when the walker meets an object it has no native encoding for.
+        let overrides = !dispatch.native.is_empty();
         Self {
             py,
             dispatch,
@@ -519,6 +521,13 @@ impl<'a, 'py> Walker<'a, 'py> {
         let ptr = obj.as_ptr();
         let ty = obj.get_type();
         let typ = ty.as_ptr();
+        // Registrations win over freight's own encodings (numpy arrays included); those for the
+        // fast-path types were already looked up in `walk`.
+        if !self.overrides && !self.dispatch.types.is_empty() {
+            if let Some(entry) = self.dispatch.exact(&ty)? {
+                return self.ext(obj, &entry, shared);
+            }
+        }
         unsafe {
             if typ == (&raw mut ffi::PyComplex_Type).cast() {
                 self.w.complex(

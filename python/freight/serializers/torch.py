@@ -1,0 +1,137 @@
+"""torch tensors: any dtype (bfloat16 and the float8 types travel as their raw bits), any shape
+and strides (non-contiguous tensors made contiguous), ``requires_grad`` kept, sparse tensors
+(COO, CSR, CSC, BSR, BSC) as their index and value tensors. CPU tensors are zero copy: their
+data is a frame viewing the tensor's memory, and loads builds the tensor over the frame. A tensor
+on another device (CUDA, MPS) is brought to the CPU and put back on its device when it loads in a
+process that has that device; otherwise loading fails with advice, unless ``map_location`` below
+says where to put such tensors. State dicts (dicts of tensors) need nothing more; whole modules
+(``nn.Module``, ``nn.Parameter``) go through the pickle bridge with their tensors as frames.
+Imported the first time a tensor is serialized or a ``torch.*`` payload is loaded; registers
+into ``freight.registry.BUILTINS``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+from freight.exceptions import DeserializationError
+from freight.registry import BUILTINS
+
+#: Where to put tensors whose device this process does not have ("cpu", say); None: refuse.
+map_location: str | None = None
+
+# dtypes numpy has no equivalent for travel as raw bits of the same size.
+_BITS: dict[torch.dtype, torch.dtype] = {torch.bfloat16: torch.int16}
+for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+    if hasattr(torch, _name):
+        _BITS[getattr(torch, _name)] = torch.uint8
+
+_DTYPES = {str(dt): dt for dt in vars(torch).values() if isinstance(dt, torch.dtype)}
+_SPARSE = {
+    torch.sparse_csr: "to_sparse_csr",
+    torch.sparse_csc: "to_sparse_csc",
+    torch.sparse_bsr: "to_sparse_bsr",
+    torch.sparse_bsc: "to_sparse_bsc",
+}
+
+
+def _dense_meta(t: torch.Tensor) -> dict[str, Any]:
+    x = t.detach()
+    if x.device.type != "cpu":
+        x = x.cpu()
+    x = x.contiguous()
+    bits = _BITS.get(x.dtype)
+    return {
+        "data": (x.view(bits) if bits is not None else x).numpy(),
+        "dtype": str(t.dtype),
+        "device": str(t.device),
+        "requires_grad": bool(t.requires_grad),
+    }
+
+
+def _device(meta_device: str) -> str:
+    if meta_device == "cpu":
+        return "cpu"
+    kind = meta_device.split(":")[0]
+    available = {"cuda": torch.cuda.is_available, "mps": lambda: torch.backends.mps.is_available()}.get(kind)
+    if available is not None and available():
+        return meta_device
+    if map_location is not None:
+        return map_location
+    raise DeserializationError(
+        f"the payload holds a tensor on {meta_device}, which this process does not have; set "
+        "freight.serializers.torch.map_location = 'cpu' to load such tensors on the CPU"
+    )
+
+
+def _dense_from(meta: dict[str, Any]) -> torch.Tensor:
+    dtype = _DTYPES[meta["dtype"]]
+    with warnings.catch_warnings():
+        # A zero-copy load hands torch read-only memory: torch warns, and the tensor must not
+        # be written to (as the numpy array it views).
+        warnings.simplefilter("ignore", UserWarning)
+        t = torch.from_numpy(meta["data"])
+    if dtype in _BITS:
+        t = t.view(dtype)
+    device = _device(meta["device"])
+    if device != "cpu":
+        t = t.to(device)
+    if meta["requires_grad"]:
+        t.requires_grad_(True)
+    return t
+
+
+class TensorSerializer:
+    tag = "torch.Tensor"
+    types = (torch.Tensor,)
+    safe = True
+    subclasses = False  # nn.Parameter and other subclasses go through pickle, keeping their type
+
+    def serialize(self, t: torch.Tensor) -> tuple[Any, list[Any]]:
+        if t.layout == torch.strided:
+            return _dense_meta(t), []
+        coo = t if t.layout == torch.sparse_coo else t.to_sparse_coo()
+        return {
+            "layout": str(t.layout),
+            "indices": _dense_meta(coo._indices()),
+            "values": _dense_meta(coo._values()),
+            "size": tuple(coo.shape),
+            "coalesced": bool(coo.is_coalesced()),
+            "device": str(t.device),
+            "requires_grad": bool(t.requires_grad),
+        }, []
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        try:
+            if "layout" not in meta:
+                return _dense_from(meta)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+                # check_invariants: indices from a payload are checked, so a malformed one raises
+                # instead of corrupting memory later.
+                t = torch.sparse_coo_tensor(
+                    _dense_from(meta["indices"]),
+                    _dense_from(meta["values"]),
+                    meta["size"],
+                    is_coalesced=meta["coalesced"],
+                    check_invariants=True,
+                )
+                layout = {str(k): v for k, v in _SPARSE.items()}.get(meta["layout"])
+                if layout is not None:
+                    t = getattr(t, layout)()
+            device = _device(meta["device"])
+            if device != "cpu":
+                t = t.to(device)
+            if meta["requires_grad"]:
+                t.requires_grad_(True)
+            return t
+        except DeserializationError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise DeserializationError(f"the payload holds an invalid torch tensor: {exc}") from exc
+
+
+BUILTINS.register(TensorSerializer())
