@@ -7,14 +7,12 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
-import subprocess
-import sys
-import textwrap
 
 import pyarrow as pa
 import pytest
 
 import freight
+from library_checks import check_lazy_loading
 
 ARRAYS = {
     "int64": pa.array([1, 2, None, 4]),
@@ -104,33 +102,5 @@ def test_compressed_arrow_payloads_round_trip():
     assert back.equals(table)
 
 
-def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
-
-
 def test_lazy_loading_and_the_missing_library_error(tmp_path):
-    path = tmp_path / "t.frt"
-    freight.dump(pa.table({"a": [1, 2]}), path)
-    ok = run(
-        f"""
-        import sys, freight
-        assert "pyarrow" not in sys.modules
-        t = freight.load({str(path)!r}, allow_pickle=False)
-        print(t.num_rows)
-        """
-    )
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.strip() == "2"
-    missing = run(
-        f"""
-        import sys
-        sys.modules["pyarrow"] = None
-        import freight
-        try:
-            freight.load({str(path)!r})
-        except freight.MissingDependencyError as exc:
-            print(exc)
-        """
-    )
-    assert missing.returncode == 0, missing.stderr
-    assert "pip install 'freight[arrow]'" in missing.stdout
+    assert check_lazy_loading(tmp_path, pa.table({"a": [1, 2]}), "pyarrow", "arrow", 'x.num_rows') == "2"

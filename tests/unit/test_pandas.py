@@ -5,9 +5,6 @@ hypothesis data frames; lazy loading and the missing-library error."""
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pandas as pd
@@ -17,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import pandas as hpd
 
 import freight
+from library_checks import check_lazy_loading
 
 N = 6
 
@@ -154,33 +152,5 @@ def test_hypothesis_data_frames_round_trip(df):
     pd.testing.assert_frame_equal(freight.loads(freight.dumps(df)), df)
 
 
-def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
-
-
 def test_lazy_loading_and_the_missing_library_error(tmp_path, typed_frame):
-    path = tmp_path / "df.frt"
-    freight.dump(typed_frame, path)
-    ok = run(
-        f"""
-        import sys, freight
-        assert "pandas" not in sys.modules
-        df = freight.load({str(path)!r}, allow_pickle=False)
-        print(df.shape)
-        """
-    )
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.strip() == str(typed_frame.shape)
-    missing = run(
-        f"""
-        import sys
-        sys.modules["pandas"] = None
-        import freight
-        try:
-            freight.load({str(path)!r})
-        except freight.MissingDependencyError as exc:
-            print(exc)
-        """
-    )
-    assert missing.returncode == 0, missing.stderr
-    assert "pip install 'freight[pandas]'" in missing.stdout
+    assert check_lazy_loading(tmp_path, typed_frame, "pandas", "pandas", "x.shape") == str(typed_frame.shape)

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import subprocess
-import sys
-import textwrap
 
 import polars as pl
 import pytest
 
 import freight
+from library_checks import check_lazy_loading
 
 
 def frame() -> pl.DataFrame:
@@ -75,32 +73,5 @@ def test_object_columns_are_refused_with_advice():
         freight.dumps(df)
 
 
-def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
-
-
 def test_lazy_loading_and_the_missing_library_error(tmp_path):
-    path = tmp_path / "df.frt"
-    freight.dump(frame(), path)
-    ok = run(
-        f"""
-        import sys, freight
-        assert "polars" not in sys.modules
-        print(freight.load({str(path)!r}, allow_pickle=False).shape)
-        """
-    )
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.strip() == str(frame().shape)
-    missing = run(
-        f"""
-        import sys
-        sys.modules["polars"] = None
-        import freight
-        try:
-            freight.load({str(path)!r})
-        except freight.MissingDependencyError as exc:
-            print(exc)
-        """
-    )
-    assert missing.returncode == 0, missing.stderr
-    assert "pip install 'freight[polars]'" in missing.stdout
+    assert check_lazy_loading(tmp_path, frame(), "polars", "polars", 'x.shape') == str(frame().shape)

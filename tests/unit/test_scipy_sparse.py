@@ -4,15 +4,13 @@ exact round trips, no pickle, lazy loading, and the missing-library error."""
 from __future__ import annotations
 
 import dataclasses
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 import freight
+from library_checks import check_lazy_loading
 
 FORMATS = ["csr", "csc", "coo", "bsr", "dia", "lil"]
 KINDS = [getattr(sp, f"{fmt}_{api}") for fmt in FORMATS for api in ("matrix", "array")]
@@ -91,38 +89,6 @@ def test_subclasses_keep_their_type_through_pickle():
     np.testing.assert_array_equal(back.toarray(), m.toarray())
 
 
-def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
-
-
-def test_import_freight_does_not_import_scipy_and_loading_imports_the_serializer(tmp_path):
-    path = tmp_path / "m.frt"
-    freight.dump(sample(), path)
-    result = run(
-        f"""
-        import sys, freight
-        assert "scipy" not in sys.modules
-        m = freight.load({str(path)!r}, allow_pickle=False)
-        print(type(m).__name__, m.nnz)
-        """
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split()[0] == "csr_matrix"
-
-
-def test_a_missing_scipy_is_named_in_the_error(tmp_path):
-    path = tmp_path / "m.frt"
-    freight.dump(sample(), path)
-    result = run(
-        f"""
-        import sys
-        sys.modules["scipy"] = None  # as if scipy were not installed
-        import freight
-        try:
-            freight.load({str(path)!r})
-        except freight.MissingDependencyError as exc:
-            print("missing:", exc)
-        """
-    )
-    assert result.returncode == 0, result.stderr
-    assert "pip install 'freight[scipy]'" in result.stdout
+def test_lazy_loading_and_the_missing_library_error(tmp_path):
+    shown = check_lazy_loading(tmp_path, sample(), "scipy", "scipy", "type(x).__name__")
+    assert shown == "csr_matrix"

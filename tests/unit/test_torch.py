@@ -4,15 +4,13 @@ Parameters through the pickle bridge, device handling, lazy loading and the miss
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
 import torch
 
 import freight
+from library_checks import check_lazy_loading
 
 DTYPES = [
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
@@ -112,32 +110,5 @@ def test_tensors_from_a_missing_device_fail_clearly_unless_mapped():
         ft.map_location = None
 
 
-def run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
-
-
 def test_lazy_loading_and_the_missing_library_error(tmp_path):
-    path = tmp_path / "t.frt"
-    freight.dump({"w": torch.ones(3)}, path)
-    ok = run(
-        f"""
-        import sys, freight
-        assert "torch" not in sys.modules
-        print(freight.load({str(path)!r}, allow_pickle=False)["w"].sum().item())
-        """
-    )
-    assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.strip() == "3.0"
-    missing = run(
-        f"""
-        import sys
-        sys.modules["torch"] = None
-        import freight
-        try:
-            freight.load({str(path)!r})
-        except freight.MissingDependencyError as exc:
-            print(exc)
-        """
-    )
-    assert missing.returncode == 0, missing.stderr
-    assert "pip install 'freight[torch]'" in missing.stdout
+    assert check_lazy_loading(tmp_path, {"w": torch.ones(3)}, "torch", "torch", 'x["w"].sum().item()') == "3.0"

@@ -19,3 +19,28 @@ class Pickled:
 
     def __reduce__(self) -> tuple[Any, tuple[Any]]:
         return (Pickled, (self.value,))
+
+
+class LibrarySerializer:
+    """Base of freight's serializers for third-party types: ``deserialize`` rebuilds through
+    ``_rebuild(meta, frames)`` and reports what the library raises on bad input as a
+    DeserializationError naming the tag."""
+
+    tag: str = ""
+    safe = True
+    subclasses = False
+    #: What the library raises on malformed metadata.
+    errors: tuple[type[BaseException], ...] = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        from freight.exceptions import DeserializationError
+
+        try:
+            return self._rebuild(meta, frames)
+        except DeserializationError:
+            raise
+        except self.errors as exc:
+            raise DeserializationError(f"the payload holds an invalid {self.tag}: {exc}") from exc
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        raise NotImplementedError

@@ -14,8 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
+from freight.serializers import LibrarySerializer
 
 
 class _ByIpc(Exception):
@@ -106,20 +106,9 @@ def _array_from(meta: dict[str, Any], frames: list[memoryview]) -> pa.Array:
     )
 
 
-class _ArrowSerializer:
-    safe = True
+class _ArrowSerializer(LibrarySerializer):
     subclasses = True  # the concrete array classes (Int64Array, ...) are pyarrow's own
-
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
-        try:
-            return self._rebuild(meta, frames)
-        except DeserializationError:
-            raise
-        except (pa.ArrowException, KeyError, TypeError, ValueError, IndexError) as exc:
-            raise DeserializationError(f"the payload holds an invalid Arrow {self.tag}: {exc}") from exc
-
-    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
-        raise NotImplementedError
+    errors = (pa.ArrowException, KeyError, TypeError, ValueError, IndexError)
 
 
 class ArraySerializer(_ArrowSerializer):

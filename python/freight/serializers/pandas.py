@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
-from freight.serializers import Pickled
+from freight.serializers import LibrarySerializer, Pickled
 
 _pandas_dtype = pd.api.types.pandas_dtype
 
@@ -118,20 +117,8 @@ def _index_from(meta: dict[str, Any]) -> pd.Index:
     return index
 
 
-class _PandasSerializer:
-    safe = True  # object columns become pickle islands, which mark the payload as needing pickle
-    subclasses = False
-
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
-        try:
-            return self._rebuild(meta)
-        except DeserializationError:
-            raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise DeserializationError(f"the payload holds an invalid pandas {self.tag}: {exc}") from exc
-
-    def _rebuild(self, meta: Any) -> Any:
-        raise NotImplementedError
+class _PandasSerializer(LibrarySerializer):
+    """Object columns become pickle islands, which mark the payload as needing pickle."""
 
 
 class DataFrameSerializer(_PandasSerializer):
@@ -147,7 +134,7 @@ class DataFrameSerializer(_PandasSerializer):
             "allows_duplicate_labels": df.flags.allows_duplicate_labels,
         }, []
 
-    def _rebuild(self, meta: Any) -> pd.DataFrame:
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.DataFrame:
         index = _index_from(meta["index"])
         columns = _index_from(meta["columns"])
         data = {i: _values_from(values) for i, values in enumerate(meta["data"])}
@@ -170,7 +157,7 @@ class SeriesSerializer(_PandasSerializer):
             "allows_duplicate_labels": s.flags.allows_duplicate_labels,
         }, []
 
-    def _rebuild(self, meta: Any) -> pd.Series:
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.Series:
         s = pd.Series(_values_from(meta["values"]), index=_index_from(meta["index"]), name=meta["name"], copy=False)
         s.attrs.update(meta["attrs"])
         return s.set_flags(allows_duplicate_labels=meta["allows_duplicate_labels"])
@@ -192,7 +179,7 @@ class IndexSerializer(_PandasSerializer):
     def serialize(self, index: pd.Index) -> tuple[Any, list[Any]]:
         return _index_meta(index), []
 
-    def _rebuild(self, meta: Any) -> pd.Index:
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.Index:
         return _index_from(meta)
 
 

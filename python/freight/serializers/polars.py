@@ -15,6 +15,7 @@ import polars as pl
 
 from freight.exceptions import DeserializationError, SerializationError
 from freight.registry import BUILTINS
+from freight.serializers import LibrarySerializer
 
 
 def _has_objects(dtypes: Any) -> bool:
@@ -28,18 +29,8 @@ def _refuse_objects() -> None:
     )
 
 
-class _PolarsSerializer:
-    safe = True
-    subclasses = False
-
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
-        try:
-            return self._rebuild(meta)
-        except Exception as exc:  # polars raises its own exception family
-            raise DeserializationError(f"the payload holds an invalid polars {self.tag}: {exc}") from exc
-
-    def _rebuild(self, meta: Any) -> Any:
-        raise NotImplementedError
+class _PolarsSerializer(LibrarySerializer):
+    errors = (Exception,)  # polars raises its own exception family
 
 
 class DataFrameSerializer(_PolarsSerializer):
@@ -51,7 +42,7 @@ class DataFrameSerializer(_PolarsSerializer):
             _refuse_objects()
         return {"table": df.to_arrow()}, []
 
-    def _rebuild(self, meta: Any) -> pl.DataFrame:
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.DataFrame:
         out = pl.from_arrow(meta["table"])
         assert isinstance(out, pl.DataFrame)
         return out
@@ -67,7 +58,7 @@ class SeriesSerializer(_PolarsSerializer):
         # As a one-column table: its schema metadata keeps what a bare array loses (Enum).
         return {"table": s.to_frame().to_arrow()}, []
 
-    def _rebuild(self, meta: Any) -> pl.Series:
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.Series:
         out = pl.from_arrow(meta["table"])
         assert isinstance(out, pl.DataFrame)
         return out.to_series(0)
@@ -83,7 +74,7 @@ class LazyFrameSerializer(_PolarsSerializer):
             "collect it first: freight.dumps(lazy_frame.collect())"
         )
 
-    def _rebuild(self, meta: Any) -> Any:
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
         raise DeserializationError("a polars LazyFrame payload cannot be loaded")
 
 

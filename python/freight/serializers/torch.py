@@ -76,6 +76,11 @@ def _dense_from(meta: dict[str, Any]) -> torch.Tensor:
         t = torch.from_numpy(meta["data"])
     if dtype in _BITS:
         t = t.view(dtype)
+    return _place(t, meta)
+
+
+def _place(t: torch.Tensor, meta: dict[str, Any]) -> torch.Tensor:
+    """Puts a rebuilt tensor back on its device, with its requires_grad."""
     device = _device(meta["device"])
     if device != "cpu":
         t = t.to(device)
@@ -122,12 +127,7 @@ class TensorSerializer:
                 layout = {str(k): v for k, v in _SPARSE.items()}.get(meta["layout"])
                 if layout is not None:
                     t = getattr(t, layout)()
-            device = _device(meta["device"])
-            if device != "cpu":
-                t = t.to(device)
-            if meta["requires_grad"]:
-                t.requires_grad_(True)
-            return t
+            return _place(t, meta)
         except DeserializationError:
             raise
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:

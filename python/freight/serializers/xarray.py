@@ -11,23 +11,18 @@ from typing import Any
 
 import xarray as xr
 
-from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
+from freight.serializers import LibrarySerializer
 
 
-class _XarraySerializer:
-    safe = True
-    subclasses = False
+class _XarraySerializer(LibrarySerializer):
     cls: Any = None
 
     def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
         return obj.to_dict(data="array", encoding=True), []
 
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
-        try:
-            return self.cls.from_dict(meta)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DeserializationError(f"the payload holds an invalid xarray {self.tag}: {exc}") from exc
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        return self.cls.from_dict(meta)
 
 
 class DataArraySerializer(_XarraySerializer):
