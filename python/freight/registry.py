@@ -34,7 +34,8 @@ _INLINE_LIMIT = 64 * 1024
 # Libraries freight ships serializers for, by the top-level module of their types: the module
 # of freight that registers them (into BUILTINS) and the extra that installs the library. They
 # are imported the first time an object of the library is serialized (the Rust walker reads
-# _PENDING) or a payload tag of the library is loaded; never at ``import freight``.
+# _PENDING) or a payload tag of the library ("<top>.<name>") is loaded; never at
+# ``import freight``.
 _LIBRARIES: dict[str, tuple[str, str]] = {
     "scipy": ("freight.serializers.scipy_sparse", "scipy"),
     "pyarrow": ("freight.serializers.arrow", "arrow"),
@@ -43,15 +44,6 @@ _LIBRARIES: dict[str, tuple[str, str]] = {
     "xarray": ("freight.serializers.xarray", "xarray"),
     "torch": ("freight.serializers.torch", "torch"),
     "collections": ("freight.serializers.stdlib", "all"),
-}
-_LAZY_TAG_PREFIXES: dict[str, tuple[str, str]] = {
-    "scipy.sparse": ("freight.serializers.scipy_sparse", "scipy"),
-    "pyarrow.": ("freight.serializers.arrow", "arrow"),
-    "pandas.": ("freight.serializers.pandas", "pandas"),
-    "polars.": ("freight.serializers.polars", "polars"),
-    "xarray.": ("freight.serializers.xarray", "xarray"),
-    "torch.": ("freight.serializers.torch", "torch"),
-    "collections.": ("freight.serializers.stdlib", "all"),
 }
 _PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}
 
@@ -297,20 +289,28 @@ class Registry:
     def _load_library(top: str) -> bool:
         return _load_library(top)
 
-    def by_tag(self, tag: str) -> Entry:
+    def _registered(self, tag: str) -> Entry | None:
         for layer in self._layers():
             entry = layer._by_tag.get(tag)
             if entry is not None:
                 return entry
-        for prefix, (module, extra) in _LAZY_TAG_PREFIXES.items():
-            if tag.startswith(prefix):
+        return None
+
+    def by_tag(self, tag: str) -> Entry:
+        entry = self._registered(tag)
+        if entry is not None:
+            return entry
+        for top, (module, extra) in _LIBRARIES.items():
+            if tag.startswith(top + "."):
                 try:
                     importlib.import_module(module)
                 except ImportError as exc:
                     raise MissingDependencyError(
                         f"the payload holds a {tag!r} object; install it with: pip install 'freight[{extra}]'"
                     ) from exc
-                return self.by_tag(tag)
+                entry = self._registered(tag)
+                if entry is not None:
+                    return entry
         raise UnknownTagError(
             f"the payload uses serializer tag {tag!r}, which is not registered here; register the same "
             "serializer on this side (freight.register) before loading"

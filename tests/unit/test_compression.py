@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import freight
+from wire import uvarint
 
 BLOCK = 1 << 20  # the writers' compression block size, and the block-checksum threshold
 FRAME_MIN = 64 * 1024  # bytes/bytearray/str of at least this many bytes become frames
@@ -519,13 +520,7 @@ def _uvarint(data, i):
             return value, i
 
 
-def _put_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+_put_uvarint = uvarint
 
 
 def _block_table_mutations(stored: bytes):

@@ -22,18 +22,13 @@ import pytest
 
 import freight
 from freight._freight import _envelope
+from wire import uvarint
 
 NONE, TRUE, INT, STR, FBYTES = 0x00, 0x02, 0x03, 0x07, 0x0B
 LIST, TUPLE, DICT, SET, FROZENSET, REF, MEMO, EXT = 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x31
 
 
-def uv(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+uv = uvarint
 
 
 def run_isolated(code: str) -> subprocess.CompletedProcess:

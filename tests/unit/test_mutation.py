@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 import freight
+from wire import uvarint
 
 MIN_MUTATIONS_PER_PAYLOAD = 1000
 
@@ -380,13 +381,7 @@ def xxh3_64(data: bytes) -> int:
     return _avalanche(result & _M64)
 
 
-def _uvarint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+_uvarint = uvarint
 
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyDict, PyString};
 
 use crate::buffer::{Owner, RawBuffer};
 pub use crate::dispatch::{is_pickle_atomic_type, Dispatch};
@@ -576,33 +576,6 @@ impl<'a, 'py> Walker<'a, 'py> {
             return self.island(obj);
         }
         Err(EncodeError::Unsupported)
-    }
-
-    /// Inside a serializer's metadata, a value freight cannot encode natively (the values of an
-    /// object column, say) is pickled on its own, in place; the payload then needs pickle.
-    fn island(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
-        let out = crate::types::pickle_bridge(self.py)?
-            .getattr(pyo3::intern!(self.py, "dump_island"))?
-            .call1((obj,))?;
-        let (data, cloud): (Bound<'py, PyBytes>, bool) = out.extract()?;
-        self.state.needs_pickle = true;
-        self.state.pickled = true;
-        self.state.cloudpickle |= cloud;
-        let bytes = data.as_bytes();
-        if bytes.len() >= FRAME_MIN {
-            let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
-            let frame = self.state.add_frame(FrameSource::Object {
-                obj: data.clone().into_any().unbind(),
-                ptr,
-                len,
-            })?;
-            self.w
-                .pickle(cloud, freight_core::PickleData::Frame(frame), &[], &[]);
-        } else {
-            self.w
-                .pickle(cloud, freight_core::PickleData::Inline(bytes), &[], &[]);
-        }
-        Ok(())
     }
 
     /// Undoes a partly written node whose contents turned out to be unsupported.

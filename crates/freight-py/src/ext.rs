@@ -1,13 +1,14 @@
 //! Objects handed to registered serializers: the serializer's result (metadata walked natively,
-//! frames exported as buffers) becomes an Ext node.
+//! frames exported as buffers) becomes an Ext node; values in that metadata with no native
+//! encoding become pickle islands.
 
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyBytes, PyList};
 
 use crate::buffer::RawBuffer;
-use crate::encode::{refcnt, FrameSource, Walker};
+use crate::encode::{refcnt, FrameSource, Walker, FRAME_MIN};
 use crate::errors::{EncodeResult, SerializationError};
 
 impl<'py> Walker<'_, 'py> {
@@ -62,6 +63,33 @@ impl<'py> Walker<'_, 'py> {
         }
         self.w.ext_end(&indices);
         self.memo_done(ptr, shared);
+        Ok(())
+    }
+
+    /// Inside a serializer's metadata, a value freight cannot encode natively (the values of an
+    /// object column, say) is pickled on its own, in place; the payload then needs pickle.
+    pub(crate) fn island(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+        let out = crate::types::pickle_bridge(self.py)?
+            .getattr(pyo3::intern!(self.py, "dump_island"))?
+            .call1((obj,))?;
+        let (data, cloud): (Bound<'py, PyBytes>, bool) = out.extract()?;
+        self.state.needs_pickle = true;
+        self.state.pickled = true;
+        self.state.cloudpickle |= cloud;
+        let bytes = data.as_bytes();
+        if bytes.len() >= FRAME_MIN {
+            let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
+            let frame = self.state.add_frame(FrameSource::Object {
+                obj: data.clone().into_any().unbind(),
+                ptr,
+                len,
+            })?;
+            self.w
+                .pickle(cloud, freight_core::PickleData::Frame(frame), &[], &[]);
+        } else {
+            self.w
+                .pickle(cloud, freight_core::PickleData::Inline(bytes), &[], &[]);
+        }
         Ok(())
     }
 }

@@ -79,10 +79,6 @@ impl FrameSlot {
     }
 }
 
-fn signature_error(err: freight_core::Error) -> PyErr {
-    decode_error(err)
-}
-
 /// Everything a decode needs, owned, so that the pickle bridge can hold it while pickle runs.
 pub struct DecodeCtx {
     pub(crate) frames: Vec<FrameSlot>,
@@ -196,7 +192,7 @@ impl DecodeCtx {
             // Before reading anything else: a forged payload must not reach the parser.
             let keys = opts.key_refs();
             maybe_detach(py, buf.len(), || envelope::verify_signature(buf, &keys))
-                .map_err(signature_error)?;
+                .map_err(decode_error)?;
         }
         let header = envelope::parse_header(buf, &opts.limits()).map_err(decode_error)?;
         let entries = check_allowed(py, &header, registry, &opts)?;
@@ -237,13 +233,18 @@ impl DecodeCtx {
         if !opts.keys.is_empty() {
             // The signature is the last buffer, over all the others: check it before parsing.
             let Some((signature, frames)) = owners.split_last() else {
-                return Err(signature_error(freight_core::Error::Unsigned));
+                return Err(decode_error(freight_core::Error::Unsigned));
             };
             let mut covered: Vec<&[u8]> = vec![buf];
             covered.extend(frames.iter().map(|f| f.as_slice()));
-            if !sign::verify(&opts.key_refs(), &covered, signature.as_slice()) {
+            let keys = opts.key_refs();
+            let total: usize = covered.iter().map(|p| p.len()).sum();
+            let valid = maybe_detach(py, total, || {
+                sign::verify(&keys, &covered, signature.as_slice())
+            });
+            if !valid {
                 let signed = buf.get(5).is_some_and(|f| f & envelope::flags::SIGNED != 0);
-                return Err(signature_error(if signed {
+                return Err(decode_error(if signed {
                     freight_core::Error::BadSignature
                 } else {
                     freight_core::Error::Unsigned
@@ -268,7 +269,7 @@ impl DecodeCtx {
             )));
         }
         if !opts.keys.is_empty() && signed == 0 {
-            return Err(signature_error(freight_core::Error::Unsigned));
+            return Err(decode_error(freight_core::Error::Unsigned));
         }
         let entries = check_allowed(py, &header, registry, &opts)?;
         let mut frames = Vec::with_capacity(header.frames.len());
