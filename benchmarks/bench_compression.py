@@ -31,13 +31,12 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import platform
 import statistics
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 try:
@@ -53,8 +52,7 @@ except ImportError:  # pragma: no cover - benchmark-only peers
     sys.exit("bench_compression.py needs the peers lz4 and zstandard (pip install lz4 zstandard)")
 
 import freight
-
-MiB = 1 << 20
+from harness import MiB, Timing, fmt_ns, fmt_rate, ncpu, print_table, time_interleaved
 
 
 # --------------------------------------------------------------------------------------------
@@ -69,62 +67,6 @@ class Config:
         self.nbytes = self.array_mib * MiB
         self.repeat = 5 if quick else 7
         self.warmup = 1
-
-
-@dataclass
-class Timing:
-    median_ns: float
-    repeat: int
-    samples_ns: list[float] = field(default_factory=list)
-
-
-def time_interleaved(fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 1) -> dict[str, Timing]:
-    """Median of ``repeat`` single calls of each function (gc off), the functions interleaved.
-
-    Repetition ``i`` runs the functions in an order rotated by ``i``. Every function gets
-    ``warmup`` untimed calls first. The result of a call is freed outside the timed region.
-    """
-    names = list(fns)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    gc_was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(warmup):
-            for n in names:
-                r = fns[n]()
-                del r
-        for i in range(repeat):
-            k = i % len(names)
-            for n in names[k:] + names[:k]:
-                fn = fns[n]
-                t0 = time.perf_counter_ns()
-                r = fn()
-                t1 = time.perf_counter_ns()
-                del r
-                samples[n].append(t1 - t0)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return {n: Timing(statistics.median(s), repeat, s) for n, s in samples.items()}
-
-
-def fmt_ns(ns: float | None) -> str:
-    if ns is None:
-        return "-"
-    if ns < 1e3:
-        return f"{ns:.0f} ns"
-    if ns < 1e6:
-        return f"{ns / 1e3:.3g} µs"
-    if ns < 1e9:
-        return f"{ns / 1e6:.4g} ms"
-    return f"{ns / 1e9:.4g} s"
-
-
-def fmt_rate(bytes_per_s: float | None) -> str:
-    if bytes_per_s is None:
-        return "-"
-    return f"{bytes_per_s / (1 << 30):.2f} GiB/s"
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,11 +156,11 @@ class Report:
                 ]
                 for m in rows
             ]
-            _print_table(headers, table)
+            print_table(headers, table)
         targets = [t for t in self.targets if t.case == case]
         if targets:
             print()
-            _print_table(
+            print_table(
                 ["target", "measured", "required", "result"],
                 [[t.name, t.measured, t.required, "PASS" if t.passed else "MISS"] for t in targets],
             )
@@ -227,27 +169,11 @@ class Report:
         sys.stdout.flush()
 
 
-def _print_table(headers: list[str], table: list[list[str]]) -> None:
-    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    print(line)
-    print("-" * len(line))
-    for row in table:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
-
-
 def _frame(blob: bytes) -> dict:
     frames = freight.inspect(blob)["frames"]
     if len(frames) != 1:
         raise AssertionError(f"expected one frame, inspect reports {len(frames)}")
     return frames[0]
-
-
-def _ncpu() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,12 +241,12 @@ def case_lz4(report: Report, cfg: Config) -> list[str]:
         cfg.repeat,
         cfg.warmup,
     )
-    ncpu = _ncpu()
+    cores = ncpu()
     fr = report.measure(
-        Measurement("1", f"freight lz4 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({ncpu})")
+        Measurement("1", f"freight lz4 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({cores})")
     )
     report.measure(
-        Measurement("1", "freight lz4, uint8 view (no shuffle)", n, len(blob_u8), t["u8_dumps"], t["u8_loads"], f"all ({ncpu})")
+        Measurement("1", "freight lz4, uint8 view (no shuffle)", n, len(blob_u8), t["u8_dumps"], t["u8_loads"], f"all ({cores})")
     )
     pr = report.measure(Measurement("1", "python-lz4 lz4.frame (defaults)", n, len(peer), t["p_comp"], t["p_decomp"], "1"))
 
@@ -346,7 +272,7 @@ def case_lz4(report: Report, cfg: Config) -> list[str]:
         f"input: {cfg.array_mib} MiB of int64 from rng.integers(0, 1000); throughput = raw / (compress + decompress).",
         "freight times are dumps/loads of the array (frame checksums written and verified, the defaults); "
         "lz4.frame gets arr.tobytes() made outside the timing (level 0, no content checksum).",
-        f"freight runs on all {ncpu} cores (1 MiB blocks, GIL released); python-lz4 on one.",
+        f"freight runs on all {cores} cores (1 MiB blocks, GIL released); python-lz4 on one.",
     ]
 
 
@@ -386,14 +312,14 @@ def case_zstd(report: Report, cfg: Config) -> list[str]:
         cfg.repeat,
         cfg.warmup,
     )
-    ncpu = _ncpu()
+    cores = ncpu()
     fr = report.measure(
-        Measurement("2", f"freight zstd-3 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({ncpu})")
+        Measurement("2", f"freight zstd-3 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({cores})")
     )
     pr = report.measure(Measurement("2", "zstandard level 3", n, len(peer), t["p_comp"], t["p_decomp"], "1"))
     report.measure(
         Measurement(
-            "2", "zstandard level 3, threads=-1 (info)", n, len(peer_mt), t["mt_comp"], t["mt_decomp"], f"{ncpu} (compress)"
+            "2", "zstandard level 3, threads=-1 (info)", n, len(peer_mt), t["mt_comp"], t["mt_decomp"], f"{cores} (compress)"
         )
     )
 
@@ -409,7 +335,7 @@ def case_zstd(report: Report, cfg: Config) -> list[str]:
     )
     return [
         f"input: the same {cfg.array_mib} MiB of int64 as case 1.",
-        f"freight uses all {ncpu} cores; the target compares it with zstandard's single-threaded default. "
+        f"freight uses all {cores} cores; the target compares it with zstandard's single-threaded default. "
         "threads=-1 parallelises zstandard's compression only (decompression stays on one core) "
         "and is shown for information, without a target.",
     ]
@@ -459,15 +385,15 @@ def case_auto(report: Report, cfg: Config) -> list[str]:
         cfg.repeat,
         cfg.warmup,
     )
-    ncpu = f"all ({_ncpu()})"
+    cores = f"all ({ncpu()})"
     none = report.measure(
-        Measurement("3", "random bits: compression=None", n, len(blob_none), t["none_dumps"], t["none_loads"], ncpu)
+        Measurement("3", "random bits: compression=None", n, len(blob_none), t["none_dumps"], t["none_loads"], cores)
     )
     auto = report.measure(
-        Measurement("3", f"random bits: auto -> {f['codec']}", n, len(blob_auto), t["auto_dumps"], t["auto_loads"], ncpu)
+        Measurement("3", f"random bits: auto -> {f['codec']}", n, len(blob_auto), t["auto_dumps"], t["auto_loads"], cores)
     )
     uni_none = report.measure(
-        Measurement("3", "rng.random(): None (info)", n, len(blob_uni_none), t["uni_none_dumps"], t["uni_none_loads"], ncpu)
+        Measurement("3", "rng.random(): None (info)", n, len(blob_uni_none), t["uni_none_dumps"], t["uni_none_loads"], cores)
     )
     uni_auto = report.measure(
         Measurement(
@@ -477,7 +403,7 @@ def case_auto(report: Report, cfg: Config) -> list[str]:
             len(blob_uni_auto),
             t["uni_auto_dumps"],
             t["uni_auto_loads"],
-            ncpu,
+            cores,
         )
     )
 
@@ -529,9 +455,9 @@ def case_verify(report: Report, cfg: Config) -> list[str]:
         3 * cfg.repeat,  # cheap operations, small differences: three times the repetitions
         cfg.warmup,
     )
-    ncpu = f"all ({_ncpu()})"
-    v = report.measure(Measurement("4", "loads(blob) (verifies)", n, len(blob), None, t["verified"], ncpu))
-    u = report.measure(Measurement("4", "loads(blob, verify=False)", n, len(blob), None, t["unverified"], ncpu))
+    cores = f"all ({ncpu()})"
+    v = report.measure(Measurement("4", "loads(blob) (verifies)", n, len(blob), None, t["verified"], cores))
+    u = report.measure(Measurement("4", "loads(blob, verify=False)", n, len(blob), None, t["unverified"], cores))
     cost = (v.total_ns - u.total_ns) / v.total_ns
     report.target(
         "4",
@@ -594,8 +520,8 @@ def environment(cfg: Config) -> dict[str, Any]:
         "lz4_library": lz4.library_version_string() if hasattr(lz4, "library_version_string") else "?",
         "zstandard": zstandard.__version__,
         "zstd_library": ".".join(map(str, zstandard.ZSTD_VERSION)),
-        "cpu_count": _ncpu(),
-        "effective_cores": effective_cores(_ncpu()),
+        "cpu_count": ncpu(),
+        "effective_cores": effective_cores(ncpu()),
         "platform": platform.platform(),
         "mode": "quick" if cfg.quick else "full",
         "array_mib": cfg.array_mib,

@@ -45,8 +45,7 @@ except ImportError:  # pragma: no cover - cloudpickle is a dependency of freight
     sys.exit("bench_core.py needs cloudpickle (pip install cloudpickle)")
 
 import freight
-
-MiB = 1 << 20
+from harness import MiB, fmt_bytes, fmt_ns
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,25 +136,6 @@ def time_large(fn: Callable[[], Any], repeat: int, *, warmup: int = 1) -> Timing
         if gc_was_enabled:
             gc.enable()
     return Timing(statistics.median(samples), repeat, 1, samples)
-
-
-def fmt_ns(ns: float | None) -> str:
-    if ns is None:
-        return "-"
-    if ns < 1e3:
-        return f"{ns:.0f} ns"
-    if ns < 1e6:
-        return f"{ns / 1e3:.3g} µs"
-    if ns < 1e9:
-        return f"{ns / 1e6:.4g} ms"
-    return f"{ns / 1e9:.4g} s"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
 
 
 # --------------------------------------------------------------------------------------------

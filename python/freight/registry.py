@@ -43,6 +43,7 @@ _LIBRARIES: dict[str, tuple[str, str]] = {
     "polars": ("freight.serializers.polars", "polars"),
     "xarray": ("freight.serializers.xarray", "xarray"),
     "torch": ("freight.serializers.torch", "torch"),
+    "tensorflow": ("freight.serializers.tensorflow", "tensorflow"),
     "collections": ("freight.serializers.stdlib", "all"),
 }
 _PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}

@@ -1,0 +1,94 @@
+"""What freight's benchmark scripts share: interleaved timing of large operations, number
+formatting, tables and the machine's CPU count. Imported by the scripts beside it (they run as
+``python benchmarks/<script>.py``, which puts this folder on ``sys.path``)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+MiB = 1 << 20
+
+
+@dataclass
+class Timing:
+    median_ns: float
+    repeat: int
+    samples_ns: list[float] = field(default_factory=list)
+
+
+def time_interleaved(fns: dict[str, Callable[[], Any]], repeat: int, warmup: int = 1) -> dict[str, Timing]:
+    """Median of ``repeat`` single calls of each function (gc off), the functions interleaved.
+
+    Repetition ``i`` runs the functions in an order rotated by ``i``, so slow drifts of a shared
+    machine hit all of them alike. Every function gets ``warmup`` untimed calls first. The
+    result of a call is freed outside the timed region.
+    """
+    names = list(fns)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    gc_was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(warmup):
+            for n in names:
+                r = fns[n]()
+                del r
+        for i in range(repeat):
+            k = i % len(names)
+            for n in names[k:] + names[:k]:
+                fn = fns[n]
+                t0 = time.perf_counter_ns()
+                r = fn()
+                t1 = time.perf_counter_ns()
+                del r
+                samples[n].append(t1 - t0)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return {n: Timing(statistics.median(s), repeat, s) for n, s in samples.items()}
+
+
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "-"
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.3g} µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.4g} ms"
+    return f"{ns / 1e9:.4g} s"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_rate(bytes_per_s: float | None) -> str:
+    if bytes_per_s is None:
+        return "-"
+    return f"{bytes_per_s / (1 << 30):.2f} GiB/s"
+
+
+def print_table(headers: list[str], table: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    print(line)
+    print("-" * len(line))
+    for row in table:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+
+
+def ncpu() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -1,0 +1,188 @@
+"""TensorFlow eager values: ``tf.Tensor``, ``tf.Variable`` (dtype, shape, trainable, name,
+synchronization, aggregation), ``tf.RaggedTensor`` (any ragged rank, uniform row lengths kept)
+and ``tf.SparseTensor``, all through their numpy views: numeric data is a numpy array in the
+metadata, which freight sends as a frame (no pickle, safe to load). dtypes numpy has no native
+form for (bfloat16, the float8 types, int4, uint4 from ml_dtypes) travel as their raw bits;
+string tensors as lists of bytes.
+
+A tensor on a GPU is brought to the host and put back on its device when it loads in a process
+that has that device; otherwise TensorFlow places it as it places any new tensor (on the CPU),
+which is TensorFlow's own soft placement. Imported the first time a TensorFlow value is
+serialized or a ``tensorflow.*`` payload is loaded; registers into
+``freight.registry.BUILTINS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from freight.exceptions import DeserializationError, SerializationError
+from freight.registry import BUILTINS
+from freight.serializers import LibrarySerializer
+
+# Unsigned integers of each size, to carry the bits of dtypes numpy has no native form for.
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+# DType names TensorFlow can turn into a numpy array; the wire names only these.
+_REFUSED = {"resource", "variant"}
+
+# The concrete classes of eager tensors and variables (not public names in TensorFlow).
+_EagerTensor = type(tf.constant(0))
+_ResourceVariable = type(tf.Variable(0))
+
+
+def _array_meta(t: tf.Tensor) -> dict[str, Any]:
+    """A tensor's value as metadata: its dtype name, device and a numpy array (or bytes)."""
+    dtype = t.dtype
+    if dtype.name in _REFUSED:
+        raise SerializationError(
+            f"a TensorFlow tensor of dtype {dtype.name} holds a handle, not data; serialize the "
+            "value it refers to instead"
+        )
+    # A 0-d tensor's numpy() is a numpy scalar (or bytes): made a 0-d array.
+    a = np.asarray(t.numpy(), dtype=object if dtype == tf.string else None)
+    meta: dict[str, Any] = {"dtype": dtype.name, "device": t.device}
+    if dtype == tf.string:
+        meta.update(shape=tuple(a.shape), strings=a.ravel().tolist())
+    elif a.dtype.kind == "V":  # ml_dtypes (bfloat16, float8, int4): their bits
+        meta.update(data=a.view(_BITS[a.dtype.itemsize]), bits=True)
+    else:
+        meta["data"] = a
+    return meta
+
+
+def _placed(device: str) -> contextlib.AbstractContextManager[Any]:
+    """The device scope a value goes back to: its own when this process has it."""
+    if "/device:CPU:" in device or not device:
+        return contextlib.nullcontext()
+    kind_index = device.rsplit("/device:", 1)[-1]
+    if any(d.name.endswith(kind_index) for d in tf.config.list_logical_devices()):
+        return tf.device(device)
+    return contextlib.nullcontext()  # soft placement: TensorFlow's default device
+
+
+def _array_from(meta: dict[str, Any]) -> tf.Tensor:
+    dtype = tf.dtypes.as_dtype(meta["dtype"])
+    if dtype.name in _REFUSED:
+        raise DeserializationError(f"the payload holds a TensorFlow tensor of dtype {dtype.name}")
+    if dtype == tf.string:
+        value: Any = np.array(meta["strings"], dtype=object).reshape(meta["shape"])
+    else:
+        value = np.asarray(meta["data"])
+        if meta.get("bits"):
+            target = np.dtype(dtype.as_numpy_dtype)
+            if value.dtype != _BITS.get(target.itemsize):
+                raise DeserializationError(f"the bits of a {dtype.name} tensor must be unsigned of {target.itemsize} bytes")
+            value = value.view(target)
+    with _placed(meta["device"]):
+        return tf.convert_to_tensor(value, dtype=dtype)
+
+
+class TensorSerializer(LibrarySerializer):
+    tag = "tensorflow.Tensor"
+    types = (_EagerTensor,)
+    errors = LibrarySerializer.errors + (tf.errors.OpError,)
+
+    def serialize(self, t: tf.Tensor) -> tuple[Any, list[Any]]:
+        return _array_meta(t), []
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        return _array_from(meta)
+
+
+class VariableSerializer(LibrarySerializer):
+    tag = "tensorflow.Variable"
+    types = (_ResourceVariable,)
+    errors = LibrarySerializer.errors + (tf.errors.OpError,)
+
+    def serialize(self, v: tf.Variable) -> tuple[Any, list[Any]]:
+        name = v.name[:-2] if v.name.endswith(":0") else v.name  # TensorFlow appends ":0" again
+        return {
+            "value": _array_meta(v.read_value()) | {"device": v.device},
+            "name": name,
+            "trainable": bool(v.trainable),
+            "synchronization": int(v.synchronization.value),
+            "aggregation": int(v.aggregation.value),
+        }, []
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        value = _array_from(meta["value"])
+        with _placed(meta["value"]["device"]):
+            return tf.Variable(
+                value,
+                name=meta["name"],
+                trainable=bool(meta["trainable"]),
+                synchronization=tf.VariableSynchronization(meta["synchronization"]),
+                aggregation=tf.VariableAggregation(meta["aggregation"]),
+            )
+
+
+class RaggedTensorSerializer(LibrarySerializer):
+    """Each ragged dimension, outermost first, as its row splits and, for a uniform dimension,
+    its row length; the flat values as a tensor. Rebuilt with validation, so splits that do not
+    describe the values raise instead of building a tensor TensorFlow would misread."""
+
+    tag = "tensorflow.RaggedTensor"
+    types = (tf.RaggedTensor,)
+    errors = LibrarySerializer.errors + (tf.errors.OpError,)
+
+    def serialize(self, r: tf.RaggedTensor) -> tuple[Any, list[Any]]:
+        levels = []
+        for partition in r._nested_row_partitions:
+            uniform = partition.uniform_row_length()
+            levels.append(
+                {
+                    "splits": partition.row_splits().numpy(),
+                    "uniform": None if uniform is None else int(uniform),
+                }
+            )
+        return {"values": _array_meta(r.flat_values), "levels": levels}, []
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        out: Any = _array_from(meta["values"])
+        for level in reversed(meta["levels"]):
+            splits = tf.convert_to_tensor(np.asarray(level["splits"]))
+            if level["uniform"] is None:
+                out = tf.RaggedTensor.from_row_splits(out, splits, validate=True)
+            else:
+                nrows = int(splits.shape[0]) - 1
+                out = tf.RaggedTensor.from_uniform_row_length(
+                    out, tf.constant(level["uniform"], dtype=splits.dtype), nrows=nrows, validate=True
+                )
+        return out
+
+
+class SparseTensorSerializer(LibrarySerializer):
+    """indices, values and dense shape. Indices are checked against the shape on load:
+    TensorFlow's constructor does not check them, and out-of-range indices would reach its
+    kernels."""
+
+    tag = "tensorflow.SparseTensor"
+    types = (tf.SparseTensor,)
+    errors = LibrarySerializer.errors + (tf.errors.OpError,)
+
+    def serialize(self, s: tf.SparseTensor) -> tuple[Any, list[Any]]:
+        return {
+            "indices": s.indices.numpy(),
+            "values": _array_meta(s.values),
+            "shape": tuple(int(d) for d in s.dense_shape.numpy()),
+        }, []
+
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        indices = np.asarray(meta["indices"])
+        shape = tuple(int(d) for d in meta["shape"])
+        values = _array_from(meta["values"])
+        if indices.dtype != np.int64 or indices.ndim != 2 or indices.shape[1] != len(shape):
+            raise DeserializationError(f"sparse tensor indices must be int64 of shape (n, {len(shape)})")
+        if indices.shape[0] != values.shape[0] or values.shape.rank != 1:
+            raise DeserializationError("a sparse tensor needs one value per index")
+        if indices.size and ((indices < 0).any() or (indices >= np.array(shape, dtype=np.int64)).any()):
+            raise DeserializationError(f"sparse tensor indices fall outside its shape {shape}")
+        return tf.SparseTensor(indices, values, shape)
+
+
+for _serializer in (TensorSerializer(), VariableSerializer(), RaggedTensorSerializer(), SparseTensorSerializer()):
+    BUILTINS.register(_serializer)
