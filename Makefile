@@ -46,13 +46,14 @@ test-python: build  ## pytest (unit, golden payloads, Scaler end to end)
 .PHONY: test
 test: test-rust test-python  ## Everything: cargo test and pytest
 
-BENCH_DEPS := lz4 zstandard
+BENCH_DEPS := lz4 zstandard safetensors
 
 .PHONY: bench
-bench: build  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(), python-lz4 and zstandard
+bench: build  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(), lz4, zstandard and each library's own formats
 	$(PIP) install -q $(BENCH_DEPS)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_compression.py
+	$(PY) benchmarks/bench_libraries.py
 
 .PHONY: lint
 lint:  ## cargo fmt --check and clippy

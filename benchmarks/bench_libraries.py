@@ -185,7 +185,7 @@ def case_pandas(report: Report, cfg: Config) -> None:
     report.ratio("p", times, "pickle-5", 1.5)
     report.ratio("p", times, "parquet", 5.0)
     report.targets.append(
-        Target("p", "payload vs pickle-5", f"{sizes['freight'] / sizes['pickle-5']:.3f}", "<= 1.0", sizes["freight"] <= sizes["pickle-5"])
+        Target("p", "payload vs pickle-5", f"{sizes['freight']:,} vs {sizes['pickle-5']:,} B", "<=", sizes["freight"] <= sizes["pickle-5"])
     )
 
 

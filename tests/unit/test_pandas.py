@@ -28,6 +28,10 @@ def typed_columns() -> dict[str, object]:
         "bool": np.arange(N) % 2 == 0,
         "datetime": pd.date_range("2020", periods=N),
         "datetime_tz": pd.date_range("2020", periods=N, tz="Europe/Paris"),
+        "datetime_tz_ns_nat": pd.array(
+            [pd.Timestamp("2020-03-29 01:30", tz="UTC"), pd.NaT, *pd.date_range("2021", periods=N - 2, tz="UTC")],
+            dtype="datetime64[ns, America/New_York]",
+        ),
         "timedelta": pd.to_timedelta(np.arange(N), unit="s"),
         "category": pd.Categorical(list("abcabc")),
         "ordered_category": pd.Categorical(list("abcabc"), categories=list("cba"), ordered=True),
@@ -60,6 +64,15 @@ def test_every_dtype_round_trips_exactly_without_pickle(typed_frame):
     pd.testing.assert_frame_equal(back, typed_frame)
     assert [str(t) for t in back.dtypes] == [str(t) for t in typed_frame.dtypes]
     assert back.attrs == {"source": "test"}
+
+
+def test_loaded_frames_accept_in_place_edits_as_pickled_ones_do(typed_frame):
+    # pandas hands out read-only views of its columns; the loaded frame must still be editable.
+    back = freight.loads(freight.dumps(typed_frame))
+    for column in ("int", "float", "bool", "datetime", "datetime_tz", "category", "Int64", "string_pyarrow"):
+        back.loc["u", column] = typed_frame.loc["w", column]
+        assert back.loc["u", column] == typed_frame.loc["w", column]
+    pd.testing.assert_frame_equal(back.iloc[1:], typed_frame.iloc[1:])
 
 
 @pytest.mark.parametrize("name", list(typed_columns()))

@@ -10,6 +10,7 @@ as an Arrow IPC stream instead (one copy).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pyarrow as pa
@@ -23,9 +24,22 @@ class _ByIpc(Exception):
 
 
 def _type_wire(t: pa.DataType) -> bytes:
+    if t.num_fields:
+        # Not cached: nested types compare equal whatever their fields' metadata.
+        return _schema_of(t)
+    return _flat_type_wire(t)
+
+
+def _schema_of(t: pa.DataType) -> bytes:
     return pa.schema([pa.field("", t)]).serialize().to_pybytes()
 
 
+# Cached: a type repeated in one payload (a chunked array and its chunks, columns of one type)
+# is then one bytes object, which freight writes once and refers to after.
+_flat_type_wire = functools.lru_cache(maxsize=512)(_schema_of)
+
+
+@functools.lru_cache(maxsize=512)
 def _type_from(wire: bytes) -> pa.DataType:
     return pa.ipc.read_schema(pa.py_buffer(wire)).field(0).type
 

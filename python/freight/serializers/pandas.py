@@ -29,12 +29,15 @@ except ImportError:  # pragma: no cover - other pandas versions
 def _values_meta(values: Any) -> dict[str, Any]:
     """A column's (or index's) values as natively encodable metadata."""
     if isinstance(values, np.ndarray):
-        return {"np": values}  # object arrays become pickle islands
+        return {"np": _writable(values)}  # object arrays become pickle islands
     dtype = values.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        return {"codes": values.codes, "categories": _index_meta(dtype.categories), "ordered": bool(dtype.ordered)}
+        return {"codes": _writable(values.codes), "categories": _index_meta(dtype.categories), "ordered": bool(dtype.ordered)}
     if isinstance(dtype, pd.SparseDtype):
         return {"object": Pickled(values)}  # no frame layout yet: pickled in place
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        # Its UTC datetime64 values (a view, NaT kept): 6x faster than through Arrow.
+        return {"tz": _dtype_text(dtype), "utc": _writable(values.to_numpy(f"datetime64[{dtype.unit}]"))}
     text = _dtype_text(dtype)
     if hasattr(dtype, "__from_arrow__"):
         try:
@@ -48,6 +51,20 @@ def _values_meta(values: Any) -> dict[str, Any]:
         except (TypeError, ValueError, ImportError, pa_errors()):
             pass
     return {"object": Pickled(values)}
+
+
+def _writable(a: np.ndarray) -> np.ndarray:
+    """A view of a column's array marked writable when its memory is: pandas (copy-on-write)
+    hands out read-only views, and freight restores the flag it is given, so a loaded DataFrame
+    would refuse in-place edits that a pickled one accepts. Nothing here writes to it."""
+    if a.flags.writeable:
+        return a
+    view = a.view()
+    try:
+        view.flags.writeable = True
+    except ValueError:  # the memory itself is read-only (a zero-copy load, say): keep it so
+        return a
+    return view
 
 
 def pa_errors() -> type[BaseException]:
@@ -71,9 +88,21 @@ def _values_from(meta: dict[str, Any]) -> Any:
         return meta["np"]
     if "codes" in meta:
         return pd.Categorical.from_codes(meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"])
+    if "tz" in meta:
+        return _datetime_tz(meta["utc"], _pandas_dtype(meta["tz"]))
     if "arrow" in meta:
         return _pandas_dtype(meta["dtype"]).__from_arrow__(meta["arrow"])
     return meta["object"].value
+
+
+def _datetime_tz(utc: Any, dtype: Any) -> Any:
+    """A tz-aware DatetimeArray over UTC datetime64 values."""
+    if not isinstance(dtype, pd.DatetimeTZDtype) or not isinstance(utc, np.ndarray) or utc.dtype != f"M8[{dtype.unit}]":
+        raise ValueError(f"{dtype} values must be datetime64[{getattr(dtype, 'unit', '?')}]")
+    simple_new = getattr(pd.arrays.DatetimeArray, "_simple_new", None)
+    if simple_new is not None:  # wraps the values as they are (the public path below copies twice)
+        return simple_new(utc, dtype=dtype)
+    return pd.array(utc).tz_localize("UTC").tz_convert(dtype.tz)
 
 
 def _column_values(series: pd.Series) -> Any:
