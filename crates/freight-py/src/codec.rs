@@ -80,6 +80,37 @@ fn pickle_versions(py: Python<'_>, cloud: bool) -> PyResult<Vec<(String, String)
     Ok(versions)
 }
 
+/// The versions of the libraries whose serializers a payload uses (`pandas` → `3.1.1`), by the
+/// top-level module of each tag: a payload that fails to load in another environment says what
+/// wrote it (`freight.inspect(blob)["producer"]`).
+fn library_versions(
+    py: Python<'_>,
+    tags: &[String],
+    versions: &mut Vec<(String, String)>,
+) -> PyResult<()> {
+    if tags.is_empty() {
+        return Ok(());
+    }
+    let modules = py
+        .import(pyo3::intern!(py, "sys"))?
+        .getattr(pyo3::intern!(py, "modules"))?;
+    for tag in tags {
+        let top = tag.split('.').next().unwrap_or(tag);
+        if versions.iter().any(|(name, _)| name == top) {
+            continue;
+        }
+        let Ok(module) = modules.get_item(top) else {
+            continue;
+        };
+        if let Ok(version) = module.getattr(pyo3::intern!(py, "__version__")) {
+            if let Ok(version) = version.extract::<String>() {
+                versions.push((top.to_owned(), version));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// "3.11": the producer version a pickle payload records (code objects are version-specific).
 fn python_version(py: Python<'_>) -> &'static str {
     static VERSION: pyo3::sync::PyOnceLock<String> = pyo3::sync::PyOnceLock::new();
@@ -106,11 +137,12 @@ impl Codec {
             }
         };
         if let Some(tree) = native {
-            let versions = if state.pickled {
+            let mut versions = if state.pickled {
                 pickle_versions(py, state.cloudpickle)?
             } else {
                 Vec::new()
             };
+            library_versions(py, &state.tags, &mut versions)?;
             return Ok(Encoded {
                 tree,
                 state,
@@ -143,7 +175,8 @@ impl Codec {
         let cloud: bool = out.get_item(1)?.extract()?;
         let (mut state, externals, buffers, _) = sink.borrow().take();
         state.needs_pickle = true;
-        let versions = pickle_versions(py, cloud)?;
+        let mut versions = pickle_versions(py, cloud)?;
+        library_versions(py, &state.tags, &mut versions)?;
         let mut w = TreeWriter::new();
         let bytes = data.as_bytes();
         if bytes.len() >= FRAME_MIN {

@@ -2,9 +2,10 @@
 numpy-backed columns as numpy arrays, extension columns (nullable Int/Float/boolean, string in
 either storage, datetime with tz, period, interval, pyarrow-backed) through Arrow (their dtype's
 own ``__arrow_array__``/``__from_arrow__``), categoricals as codes plus categories. Only object
-columns, and whatever has no such path (sparse, say), are pickled in place, and only they make
-the payload need pickle. Index kinds (Range, Multi, Datetime with tz and freq, Categorical, ...),
-names of any type, ``attrs`` and ``flags`` are kept. Imported the first time a pandas object is
+columns (and sparse columns of objects) are pickled in place, and only they make the payload
+need pickle. Sparse columns travel as their stored values and positions. Index kinds (Range,
+Multi, Datetime with tz and freq, Categorical, ...), names of any type, ``attrs`` and ``flags``
+are kept. Imported the first time a pandas object is
 serialized or a ``pandas.*`` payload is loaded; registers into ``freight.registry.BUILTINS``.
 """
 
@@ -34,7 +35,14 @@ def _values_meta(values: Any) -> dict[str, Any]:
     if isinstance(dtype, pd.CategoricalDtype):
         return {"codes": _writable(values.codes), "categories": _index_meta(dtype.categories), "ordered": bool(dtype.ordered)}
     if isinstance(dtype, pd.SparseDtype):
-        return {"object": Pickled(values)}  # no frame layout yet: pickled in place
+        return {
+            "sparse": _writable(np.asarray(values.sp_values)),
+            "indices": values.sp_index.to_int_index().indices,
+            "length": len(values),
+            "fill": _scalar_meta(values.fill_value),
+            "kind": values.kind,
+            "subtype": str(dtype.subtype),
+        }
     if isinstance(dtype, pd.DatetimeTZDtype):
         # Its UTC datetime64 values (a view, NaT kept): 6x faster than through Arrow.
         return {"tz": _dtype_text(dtype), "utc": _writable(values.to_numpy(f"datetime64[{dtype.unit}]"))}
@@ -88,11 +96,41 @@ def _values_from(meta: dict[str, Any]) -> Any:
         return meta["np"]
     if "codes" in meta:
         return pd.Categorical.from_codes(meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"])
+    if "sparse" in meta:
+        return _sparse(meta)
     if "tz" in meta:
         return _datetime_tz(meta["utc"], _pandas_dtype(meta["tz"]))
     if "arrow" in meta:
         return _pandas_dtype(meta["dtype"]).__from_arrow__(meta["arrow"])
     return meta["object"].value
+
+
+def _scalar_meta(value: Any) -> Any:
+    """A fill value: numpy scalars (NaT of a unit, say) as 0-d arrays, which travel natively."""
+    return {"np0": np.asarray(value)} if isinstance(value, np.generic) else value
+
+
+def _scalar_from(meta: Any) -> Any:
+    return meta["np0"][()] if isinstance(meta, dict) else meta
+
+
+def _sparse(meta: dict[str, Any]) -> Any:
+    """A SparseArray from its stored values and their positions (checked: strictly increasing,
+    within the length), never materialising the dense array."""
+    dtype = pd.SparseDtype(_pandas_dtype(meta["subtype"]), _scalar_from(meta["fill"]))
+    if meta["kind"] not in ("integer", "block"):
+        raise ValueError(f"unknown sparse index kind {meta['kind']!r}")
+    from_indices = getattr(pd.arrays.SparseArray, "from_indices", None)
+    if from_indices is not None:
+        return from_indices(
+            meta["sparse"], meta["indices"], int(meta["length"]), fill_value=dtype.fill_value, kind=meta["kind"], dtype=dtype.subtype
+        )
+    from pandas._libs.sparse import IntIndex  # pandas 2: no from_indices
+
+    index = IntIndex(int(meta["length"]), np.asarray(meta["indices"], dtype=np.int32))
+    if meta["kind"] == "block":
+        index = index.to_block_index()
+    return pd.arrays.SparseArray(meta["sparse"], sparse_index=index, dtype=dtype)
 
 
 def _datetime_tz(utc: Any, dtype: Any) -> Any:
