@@ -52,7 +52,7 @@ except ImportError:  # pragma: no cover - benchmark-only peers
     sys.exit("bench_compression.py needs the peers lz4 and zstandard (pip install lz4 zstandard)")
 
 import freight
-from harness import MiB, Timing, fmt_ns, fmt_rate, ncpu, print_table, time_interleaved
+from harness import MiB, Target, Timing, fmt_ns, fmt_rate, ncpu, print_table, print_targets, time_interleaved
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,16 +108,6 @@ class Measurement:
         return d
 
 
-@dataclass
-class Target:
-    case: str
-    name: str
-    measured: str
-    required: str
-    passed: bool
-    value: float | None = None
-
-
 class Report:
     def __init__(self) -> None:
         self.measurements: list[Measurement] = []
@@ -157,13 +147,7 @@ class Report:
                 for m in rows
             ]
             print_table(headers, table)
-        targets = [t for t in self.targets if t.case == case]
-        if targets:
-            print()
-            print_table(
-                ["target", "measured", "required", "result"],
-                [[t.name, t.measured, t.required, "PASS" if t.passed else "MISS"] for t in targets],
-            )
+        print_targets([t for t in self.targets if t.case == case])
         for n in notes:
             print(f"  note: {n}")
         sys.stdout.flush()

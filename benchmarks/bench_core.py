@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - cloudpickle is a dependency of freight
     sys.exit("bench_core.py needs cloudpickle (pip install cloudpickle)")
 
 import freight
-from harness import MiB, fmt_bytes, fmt_ns
+from harness import MiB, fmt_bytes, fmt_ns, print_table
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,12 +196,7 @@ class Report:
                 ]
             )
             last_op = r.operation
-        widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h) for i, h in enumerate(headers)]
-        line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-        print(line)
-        print("-" * len(line))
-        for row in table:
-            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        print_table(headers, table)
         notes = [r.note for r in rows if r.note]
         for n in dict.fromkeys(notes):
             print(f"  note: {n}")

@@ -40,7 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 import freight
-from harness import MiB, fmt_bytes, fmt_ns, ncpu, print_table, time_interleaved
+from harness import MiB, Target, fmt_bytes, fmt_ns, ncpu, print_table, print_targets, time_interleaved
 
 
 class Config:
@@ -59,15 +59,6 @@ class Result:
     payload_bytes: int | None
 
 
-@dataclass
-class Target:
-    case: str
-    name: str
-    measured: str
-    required: str
-    passed: bool
-
-
 class Report:
     def __init__(self) -> None:
         self.results: list[Result] = []
@@ -80,17 +71,23 @@ class Report:
             self.errors.append(what)
             print(f"  ERROR: {what}", file=sys.stderr)
 
-    def round_trips(self, case: str, fns: dict[str, Callable[[], Any]], sizes: dict[str, int | None], repeat: int) -> dict[str, float]:
-        """Times the round trips interleaved; records and returns their medians by name."""
-        times = {name: t.median_ns for name, t in time_interleaved(fns, repeat).items()}
+    def round_trips(
+        self,
+        case: str,
+        runs: dict[str, tuple[Callable[[], Any], int | None]],
+        repeat: int,
+        targets: dict[str, float] | None = None,
+    ) -> dict[str, Any]:
+        """Times the round trips ``{name: (function, payload size)}`` interleaved and records
+        them; ``targets`` maps a peer to how many times freight's time it must take at least.
+        Returns the medians by name (and the sizes, by name, under the key "sizes")."""
+        times = {name: t.median_ns for name, t in time_interleaved({n: fn for n, (fn, _) in runs.items()}, repeat).items()}
         for name, ns in times.items():
-            self.results.append(Result(case, name, ns, sizes.get(name)))
-        return times
-
-    def ratio(self, case: str, times: dict[str, float], peer: str, at_least: float) -> None:
-        """Target: ``peer`` takes at least ``at_least`` times as long as freight."""
-        r = times[peer] / times["freight"]
-        self.targets.append(Target(case, f"freight vs {peer}", f"{r:.2f}x", f">= {at_least}x", r >= at_least))
+            self.results.append(Result(case, name, ns, runs[name][1]))
+        for peer, at_least in (targets or {}).items():
+            r = times[peer] / times["freight"]
+            self.targets.append(Target(case, f"freight vs {peer}", f"{r:.2f}x", f">= {at_least}x", r >= at_least))
+        return times | {"sizes": {name: size for name, (_, size) in runs.items()}}
 
     def print_case(self, case: str, title: str) -> None:
         print(f"\n== {case}. {title} ==")
@@ -108,13 +105,7 @@ class Report:
                 for r in rows
             ],
         )
-        targets = [t for t in self.targets if t.case == case]
-        if targets:
-            print()
-            print_table(
-                ["target", "measured", "required", "result"],
-                [[t.name, t.measured, t.required, "PASS" if t.passed else "MISS"] for t in targets],
-            )
+        print_targets([t for t in self.targets if t.case == case])
         sys.stdout.flush()
 
 
@@ -147,43 +138,50 @@ def payload_size(write: Callable[[Any, io.BytesIO], Any], x: Any) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def eight_columns(n: int) -> dict[str, Any]:
+    """The issue's 1e6 x 8 shape as numpy data: ints, floats, bool, seconds for a tz-aware
+    datetime column, category codes (12 categories) and repeated strings."""
+    rng = np.random.default_rng(0)
+    return {
+        "i64": rng.integers(0, 1 << 40, n),
+        "i32": rng.integers(0, 1000, n, dtype=np.int32),
+        "f64": rng.random(n),
+        "f32": rng.random(n, dtype=np.float32),
+        "flag": rng.random(n) < 0.5,
+        "when": np.datetime64("2026-01-01T00:00:00", "us") + np.arange(n).astype("m8[s]"),
+        "kind": rng.integers(0, 12, n),
+        "name": [f"user-{i % 50_000}" for i in range(n)],
+    }
+
+
+CATEGORIES = [f"k{i}" for i in range(12)]
+
+
 def case_pandas(report: Report, cfg: Config) -> None:
     import pandas as pd
 
     report.versions["pandas"] = pd.__version__
-    n = cfg.rows
-    rng = np.random.default_rng(0)
-    df = pd.DataFrame(
-        {
-            "i64": rng.integers(0, 1 << 40, n),
-            "i32": rng.integers(0, 1000, n, dtype=np.int32),
-            "f64": rng.random(n),
-            "f32": rng.random(n, dtype=np.float32),
-            "flag": rng.random(n) < 0.5,
-            "when": pd.date_range("2026-01-01", periods=n, freq="s", tz="Europe/Paris"),
-            "kind": pd.Categorical.from_codes(rng.integers(0, 12, n), [f"k{i}" for i in range(12)]),
-            "name": pd.array([f"user-{i % 50_000}" for i in range(n)], dtype="str"),
-        }
-    )
+    cols = eight_columns(cfg.rows)
+    cols["when"] = pd.DatetimeIndex(cols["when"]).tz_localize("UTC").tz_convert("Europe/Paris")
+    cols["kind"] = pd.Categorical.from_codes(cols["kind"], CATEGORIES)
+    cols["name"] = pd.array(cols["name"], dtype="str")
+    df = pd.DataFrame(cols)
     back = freight.loads(freight.dumps(df), allow_pickle=False)
     report.check(back.equals(df) and (back.dtypes == df.dtypes).all(), "pandas round trip differs")
 
     def to_parquet(x: Any, buf: io.BytesIO) -> None:
         x.to_parquet(buf)
 
-    fns = {
-        "freight": freight_round_trip(df),
-        "pickle-5": pickle_round_trip(df),
-        "parquet": through_bytesio(to_parquet, pd.read_parquet, df),
-    }
-    sizes = {
-        "freight": len(freight.dumps(df)),
-        "pickle-5": len(pickle.dumps(df, protocol=5)),
-        "parquet": payload_size(to_parquet, df),
-    }
-    times = report.round_trips("p", fns, sizes, cfg.repeat)
-    report.ratio("p", times, "pickle-5", 1.5)
-    report.ratio("p", times, "parquet", 5.0)
+    sizes = report.round_trips(
+        "p",
+        {
+            "freight": (freight_round_trip(df), len(freight.dumps(df))),
+            "pickle-5": (pickle_round_trip(df), len(pickle.dumps(df, protocol=5))),
+            "parquet": (through_bytesio(to_parquet, pd.read_parquet, df), payload_size(to_parquet, df)),
+        },
+        cfg.repeat,
+        targets={"pickle-5": 1.5, "parquet": 5.0},
+    )["sizes"]
     report.targets.append(
         Target("p", "payload vs pickle-5", f"{sizes['freight']:,} vs {sizes['pickle-5']:,} B", "<=", sizes["freight"] <= sizes["pickle-5"])
     )
@@ -193,21 +191,10 @@ def case_polars(report: Report, cfg: Config) -> None:
     import polars as pl
 
     report.versions["polars"] = pl.__version__
-    n = cfg.rows
-    rng = np.random.default_rng(0)
-    df = pl.DataFrame(
-        {
-            "i64": rng.integers(0, 1 << 40, n),
-            "i32": rng.integers(0, 1000, n, dtype=np.int32),
-            "f64": rng.random(n),
-            "f32": rng.random(n, dtype=np.float32),
-            "flag": rng.random(n) < 0.5,
-            "when": pl.datetime_range(
-                pl.datetime(2026, 1, 1), pl.datetime(2026, 1, 1) + pl.duration(seconds=n - 1), "1s", eager=True, time_zone="Europe/Paris"
-            ),
-            "kind": pl.Series([f"k{i}" for i in rng.integers(0, 12, n)], dtype=pl.Categorical),
-            "name": [f"user-{i % 50_000}" for i in range(n)],
-        }
+    cols = eight_columns(cfg.rows)
+    df = pl.DataFrame(cols).with_columns(
+        pl.col("when").dt.replace_time_zone("UTC").dt.convert_time_zone("Europe/Paris"),
+        pl.col("kind").replace_strict(list(range(12)), CATEGORIES).cast(pl.Categorical),
     )
     back = freight.loads(freight.dumps(df), allow_pickle=False)
     report.check(back.equals(df) and back.schema == df.schema, "polars round trip differs")
@@ -215,19 +202,16 @@ def case_polars(report: Report, cfg: Config) -> None:
     def to_ipc(x: Any, buf: io.BytesIO) -> None:
         x.write_ipc(buf)
 
-    fns = {
-        "freight": freight_round_trip(df),
-        "write_ipc/read_ipc": through_bytesio(to_ipc, pl.read_ipc, df),
-        "pickle-5": pickle_round_trip(df),
-    }
-    sizes = {
-        "freight": len(freight.dumps(df)),
-        "write_ipc/read_ipc": payload_size(to_ipc, df),
-        "pickle-5": len(pickle.dumps(df, protocol=5)),
-    }
-    times = report.round_trips("l", fns, sizes, cfg.repeat)
-    report.ratio("l", times, "write_ipc/read_ipc", 1.0)
-    report.ratio("l", times, "pickle-5", 2.0)
+    report.round_trips(
+        "l",
+        {
+            "freight": (freight_round_trip(df), len(freight.dumps(df))),
+            "write_ipc/read_ipc": (through_bytesio(to_ipc, pl.read_ipc, df), payload_size(to_ipc, df)),
+            "pickle-5": (pickle_round_trip(df), len(pickle.dumps(df, protocol=5))),
+        },
+        cfg.repeat,
+        targets={"write_ipc/read_ipc": 1.0, "pickle-5": 2.0},
+    )
 
 
 def case_torch(report: Report, cfg: Config) -> None:
@@ -243,19 +227,16 @@ def case_torch(report: Report, cfg: Config) -> None:
     def st_round_trip() -> Any:
         return safetensors.torch.load(safetensors.torch.save({"t": t}))["t"]
 
-    fns = {
-        "freight": freight_round_trip(t),
-        "torch.save/load": through_bytesio(torch.save, torch.load, t),
-        "safetensors save/load": st_round_trip,
-    }
-    sizes = {
-        "freight": len(freight.dumps(t)),
-        "torch.save/load": payload_size(torch.save, t),
-        "safetensors save/load": len(safetensors.torch.save({"t": t})),
-    }
-    times = report.round_trips("t", fns, sizes, cfg.repeat)
-    report.ratio("t", times, "torch.save/load", 3.0)
-    report.ratio("t", times, "safetensors save/load", 1.0)
+    report.round_trips(
+        "t",
+        {
+            "freight": (freight_round_trip(t), len(freight.dumps(t))),
+            "torch.save/load": (through_bytesio(torch.save, torch.load, t), payload_size(torch.save, t)),
+            "safetensors save/load": (st_round_trip, len(safetensors.torch.save({"t": t}))),
+        },
+        cfg.repeat,
+        targets={"torch.save/load": 3.0, "safetensors save/load": 1.0},
+    )
 
 
 def case_arrow(report: Report, cfg: Config) -> None:
@@ -281,11 +262,14 @@ def case_arrow(report: Report, cfg: Config) -> None:
             writer.write_table(table)
         return pa.ipc.open_stream(sink.getvalue()).read_all()
 
-    fns = {
-        "freight": lambda: freight.loads_frames(freight.dumps_frames(table), zero_copy=True),
-        "Arrow IPC stream (info)": ipc_round_trip,
-    }
-    times = report.round_trips("a", fns, {"freight": table.nbytes, "Arrow IPC stream (info)": None}, max(cfg.repeat, 9))
+    times = report.round_trips(
+        "a",
+        {
+            "freight": (lambda: freight.loads_frames(freight.dumps_frames(table), zero_copy=True), table.nbytes),
+            "Arrow IPC stream (info)": (ipc_round_trip, None),
+        },
+        max(cfg.repeat, 9),
+    )
     ms = times["freight"] / 1e6
     report.targets.append(Target("a", f"dumps_frames + loads_frames(zero_copy), {fmt_bytes(table.nbytes)}", f"{ms:.3f} ms", "< 1 ms", ms < 1.0))
 
@@ -297,13 +281,18 @@ def case_tensorflow(report: Report, cfg: Config) -> None:
     t = tf.constant(np.random.default_rng(0).random(cfg.tensor_mib * MiB // 4, dtype=np.float32))
     back = freight.loads(freight.dumps(t), allow_pickle=False)
     report.check(bool(tf.reduce_all(back == t)), "tensorflow round trip differs")
-    fns = {
-        "freight": freight_round_trip(t),
-        "tf.io.serialize_tensor/parse_tensor": lambda: tf.io.parse_tensor(tf.io.serialize_tensor(t), tf.float32),
-        "pickle-5": pickle_round_trip(t),
-    }
-    sizes = {"freight": len(freight.dumps(t)), "pickle-5": len(pickle.dumps(t, protocol=5))}
-    report.round_trips("f", fns, sizes, cfg.repeat)
+    report.round_trips(
+        "f",
+        {
+            "freight": (freight_round_trip(t), len(freight.dumps(t))),
+            "tf.io.serialize_tensor/parse_tensor": (
+                lambda: tf.io.parse_tensor(tf.io.serialize_tensor(t), tf.float32),
+                len(tf.io.serialize_tensor(t).numpy()),
+            ),
+            "pickle-5": (pickle_round_trip(t), len(pickle.dumps(t, protocol=5))),
+        },
+        cfg.repeat,
+    )
 
 
 CASES: dict[str, tuple[str, Callable[[Report, Config], None]]] = {

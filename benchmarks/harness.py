@@ -87,6 +87,27 @@ def print_table(headers: list[str], table: list[list[str]]) -> None:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
 
 
+@dataclass
+class Target:
+    """One checked target of a case: what was measured, what is required, whether it holds."""
+
+    case: str
+    name: str
+    measured: str
+    required: str
+    passed: bool
+    value: float | None = None
+
+
+def print_targets(targets: list[Target]) -> None:
+    if targets:
+        print()
+        print_table(
+            ["target", "measured", "required", "result"],
+            [[t.name, t.measured, t.required, "PASS" if t.passed else "MISS"] for t in targets],
+        )
+
+
 def ncpu() -> int:
     try:
         return len(os.sched_getaffinity(0))
