@@ -6,6 +6,7 @@ the seed documents' examples, reproduced as tests of freight's behaviour."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib
 import io
 import pickle
@@ -81,6 +82,30 @@ def test_a_payload_of_every_library_loads_without_pickle():
     assert back["tensorflow"][2].to_list() == [[1], []]
     assert back["xarray"].identical(values["xarray"])
     assert all((a != b).nnz == 0 for a, b in zip(back["scipy"], values["scipy"]))
+
+
+@dataclasses.dataclass
+class Experiment:
+    name: str
+    inputs: dict[str, object]
+    again: object = None
+
+
+def test_every_library_inside_a_dataclass_keeps_its_serializer_and_identity():
+    values = one_of_each()
+    exp = Experiment("run-1", values, again=values["pandas"])
+    blob = freight.dumps(exp)
+    info = freight.inspect(blob)
+    assert info["needs_pickle"]  # the dataclass itself
+    tops = {tag.split(".")[0] for tag in info["tags"]}
+    assert {"pandas", "polars", "pyarrow", "torch", "tensorflow", "xarray", "scipy", "collections"} <= tops
+    back = freight.loads(blob)
+    assert type(back) is Experiment and back.again is back.inputs["pandas"]
+    pd.testing.assert_frame_equal(back.inputs["pandas"], values["pandas"])
+    assert back.inputs["polars"].equals(values["polars"])
+    assert torch.equal(back.inputs["torch"][0], values["torch"][0])
+    assert back.inputs["tensorflow"][1].numpy().tolist() == [1.0]
+    assert back.inputs["xarray"].identical(values["xarray"])
 
 
 @pytest.mark.parametrize(

@@ -79,3 +79,10 @@ def test_xarray_in_containers(obj):
     back = freight.loads(freight.dumps({"k": [obj, obj]}), allow_pickle=False)
     assert back["k"][0].identical(obj)
     assert back["k"][0] is back["k"][1]
+
+
+def test_lazy_loading_and_the_missing_library_error(tmp_path):
+    from library_checks import check_lazy_loading
+
+    shown = check_lazy_loading(tmp_path, {"a": data_array()}, "xarray", "xarray", 'x["a"].attrs["units"]')
+    assert shown == "K"

@@ -4,6 +4,7 @@
 //! - [`writer`] / [`reader`]: the node tree, written and read one node at a time.
 //! - [`walk`]: a Python-free structural check of a tree (used by `inspect` and the tests).
 //! - [`checksum`], [`memory`]: xxh3-64 (fused with copies) and huge-page advice.
+//! - [`ptrmap`]: maps keyed by object address, for the encoder's memo.
 //!
 //! Every length, count and index read from a payload is checked against the bytes that remain
 //! before it is used, so no input can make the reader allocate more than the input justifies.
@@ -13,6 +14,7 @@ pub mod compress;
 pub mod envelope;
 pub mod error;
 pub mod memory;
+pub mod ptrmap;
 pub mod reader;
 pub mod sign;
 pub mod tags;

@@ -13,7 +13,20 @@ use pyo3::types::PyBytes;
 /// An exported buffer. Holding it keeps the exporter alive and its memory fixed (a bytearray
 /// cannot resize while exported). Released, with the GIL, on drop.
 pub struct RawBuffer {
-    view: Box<ffi::Py_buffer>,
+    view: View,
+}
+
+enum View {
+    /// A buffer-protocol export. Boxed: an export may point into itself (a bytes-like
+    /// exporter's `shape` is `&view.len`), so it must not move.
+    Exported(Box<ffi::Py_buffer>),
+    /// An exact `bytes` object, held by a strong reference: immutable and never moved, so its
+    /// memory needs no export (saves an allocation and two calls on every small `loads`).
+    Bytes {
+        obj: *mut ffi::PyObject,
+        ptr: *const u8,
+        len: usize,
+    },
 }
 
 // SAFETY: the exported memory stays valid until PyBuffer_Release, which Drop calls while attached
@@ -31,13 +44,31 @@ impl RawBuffer {
             return Err(PyErr::fetch(obj.py()));
         }
         Ok(Self {
-            view: unsafe { view.assume_init() },
+            view: View::Exported(unsafe { view.assume_init() }),
         })
     }
 
     /// A read-only, C-contiguous byte view of any buffer-protocol object.
     pub fn simple(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
+            let data = bytes.as_bytes();
+            let (ptr, len) = (data.as_ptr(), data.len());
+            return Ok(Self {
+                view: View::Bytes {
+                    obj: bytes.clone().into_ptr(),
+                    ptr,
+                    len,
+                },
+            });
+        }
         Self::get(obj, ffi::PyBUF_SIMPLE)
+    }
+
+    fn exported(&self) -> Option<&ffi::Py_buffer> {
+        match &self.view {
+            View::Exported(view) => Some(view),
+            View::Bytes { .. } => None,
+        }
     }
 
     /// Tries a writable export first, then a read-only one.
@@ -50,38 +81,51 @@ impl RawBuffer {
 
     #[inline]
     pub fn ptr(&self) -> *const u8 {
-        self.view.buf as *const u8
+        match &self.view {
+            View::Exported(view) => view.buf as *const u8,
+            View::Bytes { ptr, .. } => *ptr,
+        }
     }
 
     #[inline]
     pub fn len(&self) -> usize {
-        self.view.len as usize
+        match &self.view {
+            View::Exported(view) => view.len as usize,
+            View::Bytes { len, .. } => *len,
+        }
     }
 
     #[inline]
     pub fn readonly(&self) -> bool {
-        self.view.readonly != 0
+        self.exported().is_none_or(|view| view.readonly != 0)
     }
 
     pub fn ndim(&self) -> usize {
-        self.view.ndim as usize
+        self.exported().map_or(1, |view| view.ndim as usize)
     }
 
     /// Shape of an export made with PyBUF_ND or more.
     pub fn shape(&self) -> Vec<u64> {
-        if self.view.shape.is_null() {
-            return vec![self.len() as u64];
+        match self.exported() {
+            Some(view) if !view.shape.is_null() => {
+                // SAFETY: an export with PyBUF_ND fills `ndim` entries of `shape`.
+                unsafe { std::slice::from_raw_parts(view.shape, self.ndim()) }
+                    .iter()
+                    .map(|&d| d as u64)
+                    .collect()
+            }
+            _ => vec![self.len() as u64],
         }
-        // SAFETY: an export with PyBUF_ND fills `ndim` entries of `shape`.
-        unsafe { std::slice::from_raw_parts(self.view.shape, self.ndim()) }
-            .iter()
-            .map(|&d| d as u64)
-            .collect()
     }
 
     pub fn is_contiguous(&self, order: u8) -> bool {
-        // SAFETY: the view is a valid export.
-        unsafe { ffi::PyBuffer_IsContiguous(&*self.view, order as std::ffi::c_char) != 0 }
+        match self.exported() {
+            // SAFETY: the view is a valid export.
+            Some(view) => unsafe {
+                ffi::PyBuffer_IsContiguous(view, order as std::ffi::c_char) != 0
+            },
+            None => true,
+        }
     }
 
     /// The bytes. Valid while `self` lives; the exporter may be mutated by other Python code
@@ -104,7 +148,7 @@ impl RawBuffer {
         if self.len() == 0 {
             return &mut [];
         }
-        unsafe { std::slice::from_raw_parts_mut(self.view.buf as *mut u8, self.len()) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr() as *mut u8, self.len()) }
     }
 }
 
@@ -112,13 +156,18 @@ impl Drop for RawBuffer {
     fn drop(&mut self) {
         // Almost always dropped while attached (inside a call from Python, or a pyclass dealloc):
         // release directly, and attach only in the rare other case.
-        // SAFETY: the view is a valid export, released exactly once, while attached.
-        unsafe {
-            if ffi::PyGILState_Check() == 1 {
-                ffi::PyBuffer_Release(&mut *self.view);
-            } else {
-                Python::attach(|_| ffi::PyBuffer_Release(&mut *self.view));
+        // SAFETY: the view is a valid export (or a strong reference), released exactly once,
+        // while attached.
+        let release = |view: &mut View| unsafe {
+            match view {
+                View::Exported(view) => ffi::PyBuffer_Release(&mut **view),
+                View::Bytes { obj, .. } => ffi::Py_DECREF(*obj),
             }
+        };
+        if unsafe { ffi::PyGILState_Check() } == 1 {
+            release(&mut self.view);
+        } else {
+            Python::attach(|_| release(&mut self.view));
         }
     }
 }

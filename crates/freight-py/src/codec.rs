@@ -159,7 +159,7 @@ impl Codec {
         &self,
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
-        ext_cache: crate::memo::PtrMap<(Py<PyAny>, Py<PyAny>)>,
+        ext_cache: freight_core::ptrmap::PtrMap<(Py<PyAny>, Py<PyAny>)>,
     ) -> PyResult<Encoded> {
         let cloud_first = crate::pickle_bridge::by_reference_fails(py, obj)?.is_some();
         let sink = Bound::new(

@@ -9,7 +9,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::memo::PtrMap;
+use freight_core::ptrmap::PtrMap;
 use pyo3::types::{PyDict, PyList, PyType};
 
 /// A registry's views, held across calls (see `Dispatch`).

@@ -16,8 +16,8 @@ use pyo3::types::{PyDict, PyString};
 use crate::buffer::{Owner, RawBuffer};
 pub use crate::dispatch::{is_pickle_atomic_type, Dispatch};
 use crate::errors::{EncodeError, EncodeResult, SerializationError};
-use crate::memo::PtrMap;
 use crate::types::{ndarray_type, std_types};
+use freight_core::ptrmap::{PtrMap, SmallPtrMap};
 
 /// bytes, bytearray and str at least this large become frames (zero copy in dumps_frames).
 pub const FRAME_MIN: usize = 64 * 1024;
@@ -100,12 +100,12 @@ impl EncodeState {
 /// elsewhere in the pickled graph stay one array).
 #[derive(Default)]
 pub struct MemoState {
-    map: PtrMap<MemoEntry>,
+    map: SmallPtrMap<MemoEntry>,
     next_slot: u32,
     keep_alive: Vec<Py<PyAny>>,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct MemoEntry {
     slot: u32,
     /// False while a tuple, frozenset or serializer-encoded object is being walked: the decoder
@@ -118,7 +118,7 @@ pub struct Walker<'a, 'py> {
     pub(crate) dispatch: &'a Dispatch<'py>,
     pub state: &'a mut EncodeState,
     pub(crate) w: TreeWriter,
-    memo: PtrMap<MemoEntry>,
+    memo: SmallPtrMap<MemoEntry>,
     pub(crate) next_slot: u32,
     pub(crate) depth: usize,
     /// Inside a pickle external (an array or registered object found by the pickler): anything
@@ -153,7 +153,7 @@ impl<'a, 'py> Walker<'a, 'py> {
             dispatch,
             state,
             w: TreeWriter::new(),
-            memo: PtrMap::default(),
+            memo: SmallPtrMap::default(),
             next_slot: 0,
             depth: 0,
             external,

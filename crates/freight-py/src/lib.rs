@@ -12,7 +12,6 @@ mod errors;
 mod ext;
 mod inspect;
 mod limits;
-mod memo;
 mod numpy;
 mod options;
 mod payload;

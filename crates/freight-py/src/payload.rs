@@ -202,14 +202,10 @@ impl DecodeCtx {
             .zip(&header.frames)
             .map(|(range, info)| FrameSlot::new(input.clone(), range.start, range.len(), info))
             .collect();
-        Ok(Self::assemble(
-            &header,
-            buf,
-            input.clone(),
-            frames,
-            entries,
-            opts,
-        ))
+        let tree = Self::tree_range(&header, buf);
+        let producer = producer(&header);
+        // `input` moves in (no clone): each atomic reference-count change shows in small loads.
+        Ok(Self::assemble(tree, producer, input, frames, entries, opts))
     }
 
     /// A payload as a list of buffers (`dumps_frames` output): header first, then each frame.
@@ -284,20 +280,23 @@ impl DecodeCtx {
             let len = owner.len();
             frames.push(FrameSlot::new(owner, 0, len, info));
         }
-        Ok(Self::assemble(
-            &header,
-            buf,
-            head.clone(),
-            frames,
-            entries,
-            opts,
-        ))
+        let tree = Self::tree_range(&header, buf);
+        let producer = producer(&header);
+        Ok(Self::assemble(tree, producer, head, frames, entries, opts))
     }
 
-    /// The context of a checked header whose tree lies in `buf`, owned by `owner`.
+    /// Where the tree of a checked header lies in `buf`: (offset, length).
+    fn tree_range(header: &Header<'_>, buf: &[u8]) -> (usize, usize) {
+        (
+            header.tree.as_ptr() as usize - buf.as_ptr() as usize,
+            header.tree.len(),
+        )
+    }
+
+    /// The context of a checked header whose tree lies at `tree` in `owner`.
     fn assemble(
-        header: &Header<'_>,
-        buf: &[u8],
+        tree: (usize, usize),
+        producer: Option<String>,
         owner: Arc<RawBuffer>,
         frames: Vec<FrameSlot>,
         entries: Vec<Py<PyAny>>,
@@ -305,10 +304,10 @@ impl DecodeCtx {
     ) -> Self {
         Self {
             frames,
-            tree_offset: header.tree.as_ptr() as usize - buf.as_ptr() as usize,
-            tree_len: header.tree.len(),
+            tree_offset: tree.0,
+            tree_len: tree.1,
             entries,
-            producer: producer(header),
+            producer,
             opts,
             tree_owner: owner,
         }

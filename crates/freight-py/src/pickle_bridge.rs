@@ -20,8 +20,8 @@ use crate::decode::{decode_external, DecodeCtx, Memo};
 use crate::dispatch::DispatchRefs;
 use crate::encode::{EncodeState, FrameSource, MemoState, Walker, FRAME_MIN};
 use crate::errors::{DeserializationError, EncodeError};
-use crate::memo::PtrMap;
 use crate::types::{ndarray_type, std_types};
+use freight_core::ptrmap::PtrMap;
 
 struct SinkInner {
     state: EncodeState,
