@@ -5,6 +5,7 @@
 //! - [`walk`]: a Python-free structural check of a tree (used by `inspect` and the tests).
 //! - [`checksum`], [`memory`]: xxh3-64 (fused with copies) and huge-page advice.
 //! - [`ptrmap`]: maps keyed by object address, for the encoder's memo.
+//! - [`utf8`]: checks of string arrays read from payloads (Arrow's layouts).
 //!
 //! Every length, count and index read from a payload is checked against the bytes that remain
 //! before it is used, so no input can make the reader allocate more than the input justifies.
@@ -18,6 +19,7 @@ pub mod ptrmap;
 pub mod reader;
 pub mod sign;
 pub mod tags;
+pub mod utf8;
 pub mod varint;
 pub mod walk;
 pub mod writer;

@@ -28,12 +28,27 @@ pub fn decode_error(err: freight_core::Error) -> PyErr {
 /// it already is a freight error.
 pub fn wrap_decode(py: Python<'_>, err: PyErr, what: &str) -> PyErr {
     // KeyboardInterrupt, SystemExit and the like are not decoding failures: let them through.
-    if is_freight_error(py, &err) || !err.is_instance_of::<pyo3::exceptions::PyException>(py) {
+    // A Rust panic inside another PyO3 library (polars on malformed metadata) is one.
+    if is_freight_error(py, &err)
+        || !(err.is_instance_of::<pyo3::exceptions::PyException>(py) || is_rust_panic(py, &err))
+    {
         return err;
     }
     let new = DeserializationError::new_err(format!("cannot decode {what}: {}", err.value(py)));
     new.set_cause(py, Some(err));
     new
+}
+
+/// Whether `err` is a PanicException of some PyO3 library: each defines its own class
+/// `pyo3_runtime.PanicException`, a BaseException, so no single type matches them all.
+fn is_rust_panic(py: Python<'_>, err: &PyErr) -> bool {
+    let ty = err.get_type(py);
+    let named = |attr: &str, want: &str| {
+        ty.getattr(attr)
+            .and_then(|v| v.extract::<String>())
+            .is_ok_and(|v| v == want)
+    };
+    named("__module__", "pyo3_runtime") && named("__name__", "PanicException")
 }
 
 pub fn is_freight_error(py: Python<'_>, err: &PyErr) -> bool {

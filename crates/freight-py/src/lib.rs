@@ -2,6 +2,7 @@
 //! bridge and error mapping; every byte layout lives in freight-core.
 
 mod buffer;
+mod checks;
 mod codec;
 mod compression;
 mod craft;
@@ -35,5 +36,6 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::inspect_frames, m)?)?;
     m.add_function(wrap_pyfunction!(craft::_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;
     Ok(())
 }

@@ -102,6 +102,9 @@ def _dtype_from(wire: Any) -> Any:
         return pd.StringDtype(storage) if na else pd.StringDtype(storage, na_value=np.nan)
     if wire in ("str", "string"):  # payloads of earlier versions: what the options say
         return _pandas_dtype(wire)
+    if ".." in wire or "//" in wire:
+        # "datetime64[ns, dateutil//some/path]" makes dateutil open that file.
+        raise ValueError(f"refusing dtype {wire!r}: time zones are names, not file paths")
     return _parsed_dtype(wire)
 
 
@@ -113,7 +116,8 @@ def _parsed_dtype(text: str) -> Any:
 
 def _values_from(meta: dict[str, Any]) -> Any:
     if "np" in meta:
-        return meta["np"]
+        # A scalar here would be broadcast to the index's length (a tiny payload, a huge frame).
+        return _one_dimensional(meta["np"], "column values")
     if "codes" in meta:
         return pd.Categorical.from_codes(meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"])
     if "sparse" in meta:
@@ -134,28 +138,40 @@ def _scalar_from(meta: Any) -> Any:
     return meta["np0"][()] if isinstance(meta, dict) else meta
 
 
+def _one_dimensional(values: Any, what: str) -> np.ndarray:
+    if not isinstance(values, np.ndarray) or values.ndim != 1:
+        raise ValueError(f"{what} must be a 1-D array, not {type(values).__name__}")
+    return values
+
+
 def _sparse(meta: dict[str, Any]) -> Any:
-    """A SparseArray from its stored values and their positions (checked: strictly increasing,
-    within the length), never materialising the dense array."""
+    """A SparseArray from its stored values and their positions, never materialising the dense
+    array. The positions are checked here (strictly increasing, within the length, one per
+    value): pandas checks them for one index kind only, and casts them to int32."""
     dtype = pd.SparseDtype(_dtype_from(meta["subtype"]), _scalar_from(meta["fill"]))
     if meta["kind"] not in ("integer", "block"):
         raise ValueError(f"unknown sparse index kind {meta['kind']!r}")
+    length = int(meta["length"])
+    positions = _one_dimensional(meta["indices"], "sparse positions")
+    values = _one_dimensional(meta["sparse"], "sparse values")
+    if not 0 <= length <= np.iinfo(np.int32).max or positions.dtype.kind not in "iu" or len(positions) != len(values):
+        raise ValueError("sparse positions must be integers, one per stored value, in an int32 length")
+    if len(positions) and (positions[0] < 0 or positions[-1] >= length or (np.diff(positions) <= 0).any()):
+        raise ValueError(f"sparse positions must increase strictly within [0, {length})")
     from_indices = getattr(pd.arrays.SparseArray, "from_indices", None)
     if from_indices is not None:
-        return from_indices(
-            meta["sparse"], meta["indices"], int(meta["length"]), fill_value=dtype.fill_value, kind=meta["kind"], dtype=dtype.subtype
-        )
+        return from_indices(values, positions, length, fill_value=dtype.fill_value, kind=meta["kind"], dtype=dtype.subtype)
     from pandas._libs.sparse import IntIndex  # pandas 2: no from_indices
 
-    index = IntIndex(int(meta["length"]), np.asarray(meta["indices"], dtype=np.int32))
+    index = IntIndex(length, positions.astype(np.int32))
     if meta["kind"] == "block":
         index = index.to_block_index()
-    return pd.arrays.SparseArray(meta["sparse"], sparse_index=index, dtype=dtype)
+    return pd.arrays.SparseArray(values, sparse_index=index, dtype=dtype)
 
 
 def _datetime_tz(utc: Any, dtype: Any) -> Any:
     """A tz-aware DatetimeArray over UTC datetime64 values."""
-    if not isinstance(dtype, pd.DatetimeTZDtype) or not isinstance(utc, np.ndarray) or utc.dtype != f"M8[{dtype.unit}]":
+    if not isinstance(dtype, pd.DatetimeTZDtype) or _one_dimensional(utc, "datetime values").dtype != f"M8[{dtype.unit}]":
         raise ValueError(f"{dtype} values must be datetime64[{getattr(dtype, 'unit', '?')}]")
     simple_new = getattr(pd.arrays.DatetimeArray, "_simple_new", None)
     if simple_new is not None:  # wraps the values as they are (the public path below copies twice)
@@ -191,9 +207,13 @@ def _index_from(meta: dict[str, Any]) -> pd.Index:
     if "range" in meta:
         return pd.RangeIndex(*meta["range"], name=meta["name"])
     if "levels" in meta:
-        return pd.MultiIndex(
-            levels=[_index_from(level) for level in meta["levels"]], codes=meta["codes"], names=meta["names"]
-        )
+        levels = [_index_from(level) for level in meta["levels"]]
+        codes = [_one_dimensional(c, "MultiIndex codes") for c in meta["codes"]]
+        for level, c in zip(levels, codes):
+            # pandas casts codes to the smallest integer type first, which wraps large ones.
+            if c.dtype.kind not in "iu" or (len(c) and (c.min() < -1 or c.max() >= len(level))):
+                raise ValueError(f"MultiIndex codes must lie in [-1, {len(level)})")
+        return pd.MultiIndex(levels=levels, codes=codes, names=meta["names"])
     values = _values_from(meta["values"])
     index = pd.Index(values, name=meta["name"], copy=False)
     if "freq" in meta:

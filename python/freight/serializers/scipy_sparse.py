@@ -56,7 +56,9 @@ class SparseSerializer:
                 base = sp.csr_array if fmt == "lil" and meta["kind"].endswith("array") else sp.csr_matrix
                 target = base if fmt == "lil" else cls
                 m = target((meta["data"], meta["indices"], meta["indptr"]), shape=shape, copy=False)
-                m.has_sorted_indices = meta["sorted"]
+                # scipy's compressed kernels index with these unchecked: a bad one would crash the
+                # process later. Sortedness is recomputed by scipy when needed, never trusted.
+                m.check_format(full_check=True)
                 return cls(m) if fmt == "lil" else m
             if fmt == "coo":
                 coords = tuple(meta["coords"])

@@ -71,12 +71,18 @@ def _array_from(meta: dict[str, Any]) -> tf.Tensor:
     if dtype == tf.string:
         value: Any = np.array(meta["strings"], dtype=object).reshape(meta["shape"])
     else:
-        value = np.asarray(meta["data"])
+        value = meta["data"]
+        if not isinstance(value, np.ndarray):
+            raise DeserializationError(f"tensor data must be an array, not {type(value).__name__}")
+        target = np.dtype(dtype.as_numpy_dtype)
         if meta.get("bits"):
-            target = np.dtype(dtype.as_numpy_dtype)
-            if value.dtype != _BITS.get(target.itemsize):
-                raise DeserializationError(f"the bits of a {dtype.name} tensor must be unsigned of {target.itemsize} bytes")
+            if target.kind != "V" or target.fields or value.dtype != _BITS.get(target.itemsize):
+                raise DeserializationError(f"a {dtype.name} tensor does not travel as raw bits")
             value = value.view(target)
+        elif dtype == tf.bool:
+            # Only bytes 0 and 1 are booleans: TensorFlow takes any other byte as it is, and such
+            # a tensor prints True but compares unequal to True.
+            value = value.view(np.uint8) != 0 if value.dtype.itemsize == 1 else value.astype(bool)
     with _placed(meta["device"]):
         return tf.convert_to_tensor(value, dtype=dtype)
 
@@ -142,6 +148,8 @@ class RaggedTensorSerializer(LibrarySerializer):
         return {"values": _array_meta(r.flat_values), "levels": levels}, []
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        if not meta["levels"]:
+            raise DeserializationError("a RaggedTensor has at least one ragged dimension")
         out: Any = _array_from(meta["values"])
         for level in reversed(meta["levels"]):
             splits = tf.convert_to_tensor(np.asarray(level["splits"]))

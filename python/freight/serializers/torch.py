@@ -1,7 +1,9 @@
 """torch tensors: any dtype (bfloat16 and the float8 types travel as their raw bits), any shape
 and strides (non-contiguous tensors made contiguous), ``requires_grad`` kept, sparse tensors
 (COO, CSR, CSC, BSR, BSC) as their index and value tensors. CPU tensors are zero copy: their
-data is a frame viewing the tensor's memory, and loads builds the tensor over the frame. A tensor
+data is a frame viewing the tensor's memory, and loads builds the tensor over the frame when
+that memory is writable (a bytearray, a zero-copy load of one); torch has no read-only tensors,
+so over read-only memory (bytes, a memory-mapped file) the tensor gets its own copy. A tensor
 on another device (CUDA, MPS) is brought to the CPU and put back on its device when it loads in a
 process that has that device; otherwise loading fails with advice, unless ``map_location`` below
 says where to put such tensors. State dicts (dicts of tensors) need nothing more; whole modules
@@ -15,6 +17,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
 from freight.exceptions import DeserializationError
@@ -69,12 +72,18 @@ def _device(meta_device: str) -> str:
 
 def _dense_from(meta: dict[str, Any]) -> torch.Tensor:
     dtype = _DTYPES[meta["dtype"]]
-    with warnings.catch_warnings():
-        # A zero-copy load hands torch read-only memory: torch warns, and the tensor must not
-        # be written to (as the numpy array it views).
-        warnings.simplefilter("ignore", UserWarning)
-        t = torch.from_numpy(meta["data"])
-    if dtype in _BITS:
+    data = meta["data"]
+    if not isinstance(data, np.ndarray):
+        raise TypeError(f"tensor data must be an array, not {type(data).__name__}")
+    if not data.flags.writeable:
+        # torch has no read-only tensors: one over read-only memory (a zero-copy load of bytes, a
+        # memory-mapped file) would let in-place ops write into it, or crash. Copy instead.
+        data = data.copy()
+    t = torch.from_numpy(data)
+    carried = _BITS.get(dtype, dtype)  # what the data must be: the dtype, or its raw bits
+    if t.dtype != carried:
+        raise TypeError(f"a {dtype} tensor's data must be {carried}, not {t.dtype}")
+    if carried is not dtype:
         t = t.view(dtype)
     return _place(t, meta)
 
