@@ -28,7 +28,6 @@ missed, or something fails to round-trip (2).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import platform
@@ -52,7 +51,7 @@ except ImportError:  # pragma: no cover - benchmark-only peers
     sys.exit("bench_compression.py needs the peers lz4 and zstandard (pip install lz4 zstandard)")
 
 import freight
-from harness import MiB, Target, Timing, fmt_ns, fmt_rate, ncpu, print_table, print_targets, time_interleaved
+from harness import MiB, Target, parse_args, Timing, fmt_ns, fmt_rate, ncpu, print_table, print_targets, time_interleaved
 
 
 # --------------------------------------------------------------------------------------------
@@ -514,18 +513,13 @@ def environment(cfg: Config) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="bench_compression.py",
-        description="freight compression benchmarks against python-lz4 and python-zstandard.",
+    args = parse_args(
+        "bench_compression.py",
+        "freight compression benchmarks against python-lz4 and python-zstandard.",
+        "1234",
+        "32 MiB arrays instead of 256 MiB, fewer repetitions",
+        argv,
     )
-    parser.add_argument("--quick", action="store_true", help="32 MiB arrays instead of 256 MiB, fewer repetitions")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--cases", default="1234", help="which cases to run, a subset of '1234' (default: all)")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
-    args = parser.parse_args(argv)
-    for key in args.cases:
-        if key not in CASES:
-            parser.error(f"unknown case {key!r} (choose from '1234')")
 
     cfg = Config(args.quick)
     env = environment(cfg)

@@ -524,12 +524,7 @@ def peak_memory(report: Report, cfg: Config) -> None:
                     note=f"delta={d['delta']} in={d['input']} out={d['output']} ratio={d['ratio']:.4f}",
                 )
             )
-    widths = [max(len(h), *(len(r[i]) for r in table)) if table else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
-    print(line)
-    print("-" * len(line))
-    for r in table:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    print_table(headers, table)
     sys.stdout.flush()
 
 

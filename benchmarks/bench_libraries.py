@@ -25,7 +25,6 @@ fails to round-trip (2), or ``--strict`` and a target is missed (1).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import io
 import json
@@ -40,7 +39,7 @@ from typing import Any, Callable
 import numpy as np
 
 import freight
-from harness import MiB, Target, fmt_bytes, fmt_ns, ncpu, print_table, print_targets, time_interleaved
+from harness import MiB, Target, parse_args, fmt_bytes, fmt_ns, ncpu, print_table, print_targets, time_interleaved
 
 
 class Config:
@@ -305,15 +304,9 @@ CASES: dict[str, tuple[str, Callable[[Report, Config], None]]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench_libraries.py", description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="1e5 rows and 32 MiB tensors, fewer repetitions")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--cases", default="".join(CASES), help=f"a subset of {''.join(CASES)!r} (default: all)")
-    parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
-    args = parser.parse_args(argv)
-    for key in args.cases:
-        if key not in CASES:
-            parser.error(f"unknown case {key!r} (choose from {''.join(CASES)!r})")
+    args = parse_args(
+        "bench_libraries.py", __doc__.split("\n")[0], "".join(CASES), "1e5 rows and 32 MiB tensors, fewer repetitions", argv
+    )
 
     cfg = Config(args.quick)
     print(

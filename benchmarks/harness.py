@@ -4,6 +4,7 @@ formatting, tables and the machine's CPU count. Imported by the scripts beside i
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import statistics
@@ -113,3 +114,17 @@ def ncpu() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def parse_args(prog: str, description: str, cases: str, quick: str, argv: list[str] | None) -> argparse.Namespace:
+    """The options every benchmark script takes: --quick, --json, --cases, --strict."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--cases", default=cases, help=f"which cases to run, a subset of {cases!r} (default: all)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
+    args = parser.parse_args(argv)
+    for key in args.cases:
+        if key not in cases:
+            parser.error(f"unknown case {key!r} (choose from {cases!r})")
+    return args
