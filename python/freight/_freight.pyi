@@ -108,3 +108,8 @@ def inspect(data: Buffer, key: Key = None) -> dict[str, Any]:
 
 def inspect_frames(parts: list[Buffer], key: Key = None) -> dict[str, Any]:
     """``inspect`` for the output of ``dumps_frames``."""
+
+def string_array_valid(offsets: Buffer, data: Buffer | None, wide: bool, start: int, length: int) -> bool:
+    """Whether an Arrow string array's buffers hold ``length`` valid values from value ``start``:
+    offsets (int32, or int64 when ``wide``) in bounds and non-decreasing, every value valid
+    UTF-8. Used by freight's pyarrow serializer on arrays read from a payload."""
