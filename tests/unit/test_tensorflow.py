@@ -67,6 +67,14 @@ def test_numeric_data_travels_as_a_frame():
     assert same(freight.loads(freight.dumps(t, compression="lz4"), allow_pickle=False), t)
 
 
+def test_host_tensors_are_read_without_a_copy():
+    t = tf.range(1_000_000, dtype=tf.float32)
+    frames = freight.dumps_frames(t)
+    address = np.frombuffer(frames[-1], dtype=np.uint8).__array_interface__["data"][0]
+    assert address == ftf._host_view(t).__array_interface__["data"][0]  # the tensor's own memory
+    assert same(freight.loads_frames(frames, allow_pickle=False), t)
+
+
 def test_handles_are_refused_with_advice():
     v = tf.Variable(1.0)
     with pytest.raises(freight.SerializationError, match="serialize the value"):

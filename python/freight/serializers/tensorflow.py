@@ -42,8 +42,10 @@ def _array_meta(t: tf.Tensor) -> dict[str, Any]:
             f"a TensorFlow tensor of dtype {dtype.name} holds a handle, not data; serialize the "
             "value it refers to instead"
         )
-    # A 0-d tensor's numpy() is a numpy scalar (or bytes): made a 0-d array.
-    a = np.asarray(t.numpy(), dtype=object if dtype == tf.string else None)
+    a = _host_view(t)
+    if a is None:
+        # A 0-d tensor's numpy() is a numpy scalar (or bytes): made a 0-d array.
+        a = np.asarray(t.numpy(), dtype=object if dtype == tf.string else None)
     meta: dict[str, Any] = {"dtype": dtype.name, "device": t.device}
     if dtype == tf.string:
         meta.update(shape=tuple(a.shape), strings=a.ravel().tolist())
@@ -52,6 +54,37 @@ def _array_meta(t: tf.Tensor) -> dict[str, Any]:
     else:
         meta["data"] = a
     return meta
+
+
+class _DLPack:
+    """Hands numpy a DLPack capsule of a tensor in host memory (numpy asks for an object with
+    ``__dlpack__``, TensorFlow gives the capsule itself)."""
+
+    def __init__(self, capsule: Any):
+        self.capsule = capsule
+
+    def __dlpack__(self, stream: Any = None, **_: Any) -> Any:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU: only host tensors come here
+
+
+# dtypes numpy reads through DLPack (bfloat16 and the ml_dtypes types go through numpy()).
+_DLPACK_KINDS = frozenset("biufc")
+
+
+def _host_view(t: tf.Tensor) -> np.ndarray | None:
+    """A read-only numpy view of a host tensor's memory, without the copy ``numpy()`` makes
+    (22 ms for 256 MiB); None where that does not apply (other devices, other dtypes)."""
+    if "/device:CPU:" not in t.device or t.dtype == tf.string or np.dtype(t.dtype.as_numpy_dtype).kind not in _DLPACK_KINDS:
+        return None
+    try:
+        view = np.from_dlpack(_DLPack(tf.experimental.dlpack.to_dlpack(t)))
+    except (AttributeError, BufferError, TypeError, ValueError, RuntimeError, tf.errors.OpError):
+        return None
+    view.flags.writeable = False  # TensorFlow's memory: freight only reads it
+    return view
 
 
 def _placed(device: str) -> contextlib.AbstractContextManager[Any]:
