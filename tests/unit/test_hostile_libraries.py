@@ -4,8 +4,8 @@ DeserializationError at load time; it must never crash the interpreter (now or a
 use of what was loaded), alias memory it may not write, or hand back an object that breaks
 later. Payloads are written by the real encoder: a serializer registered on a separate
 ``freight.Freight()`` writes arbitrary metadata under a built-in tag, and plain
-``freight.loads`` reads it back with the built-in serializer. Cases that crash today run in a
-subprocess."""
+``freight.loads`` reads it back with the built-in serializer. Cases that crashed before their fix run
+in a subprocess."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ exec(FORGE, globals())  # noqa: S102 - defines node, forge, load_or_refuse here 
 def run_isolated(*parts: str, stdin: bytes | None = None, expect: str = "REFUSED") -> None:
     """Runs ``parts`` (after FORGE, each dedented) in a fresh interpreter; it prints REFUSED when loading was
     refused, and otherwise goes on to use the loaded value as a program would (which crashes
-    today). Passes only when the last line printed is ``expect`` and the interpreter exited
+    before the fix). Passes only when the last line printed is ``expect`` and the interpreter exited
     cleanly."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", RUST_BACKTRACE="0")
     proc = subprocess.run(
@@ -118,7 +118,7 @@ def test_pandas_tz_values_must_be_one_dimensional(tag):
         meta = {"values": values, "index": {"range": (0, 3, 1), "name": None}, "name": None, "attrs": {}, "allows_duplicate_labels": True}
     else:
         meta = {"values": values, "name": None}
-    # Today: a Series (or Index) of 1-tuples of Timestamps, object dtype.
+    # Before the fix: a Series (or Index) of 1-tuples of Timestamps, object dtype.
     with pytest.raises(freight.DeserializationError):
         freight.loads(forge(tag, meta), allow_pickle=False)
 
@@ -136,10 +136,10 @@ def _sparse_series_meta(**values):
 @pytest.mark.parametrize(
     "values",
     [
-        dict(kind="block", indices=np.array([3, 1], np.int32)),  # today: [0, 0, 0, 10, 20]
-        dict(kind="block", indices=np.array([1, 1], np.int32)),  # today: [0, 10, 20, 0, 0]
-        dict(kind="block", indices=np.array([-3, 1], np.int32)),  # today: loads, then ValueError on repr
-        dict(indices=np.array([2**32 + 1, 2**32 + 3], np.int64)),  # today: wraps to [1, 3] silently
+        dict(kind="block", indices=np.array([3, 1], np.int32)),  # before the fix: [0, 0, 0, 10, 20]
+        dict(kind="block", indices=np.array([1, 1], np.int32)),  # before the fix: [0, 10, 20, 0, 0]
+        dict(kind="block", indices=np.array([-3, 1], np.int32)),  # before the fix: loads, then ValueError on repr
+        dict(indices=np.array([2**32 + 1, 2**32 + 3], np.int64)),  # before the fix: wraps to [1, 3] silently
     ],
     ids=["block not increasing", "block duplicate", "block negative", "int64 positions wrapping in int32"],
 )
@@ -162,7 +162,7 @@ def test_pandas_multiindex_codes_beyond_their_level_are_refused_not_truncated():
     import pandas  # noqa: F401
     meta = {
         "levels": [{"range": (0, 2, 1), "name": None}, {"range": (0, 2, 1), "name": None}],
-        # today: 2**40 is cast to int8 (0) before pandas checks it, so the 4th entry reads (0, 1)
+        # before the fix: 2**40 is cast to int8 (0) before pandas checks it, so the 4th entry reads (0, 1)
         "codes": [np.array([0, 0, 1, 2**40], np.int64), np.array([0, 1, 0, 1], np.int8)],
         "names": [None, None],
     }
@@ -199,7 +199,7 @@ def test_arrow_negative_child_offset_is_refused_not_read_out_of_bounds():
 
     meta, frames = far.ArraySerializer().serialize(pa.array([{"x": 1}, {"x": 2}, {"x": 3}]))
     meta["children"][0]["offset"] = -1000
-    # Today it loads, passes validate(full=True), and to_pylist() returns values read from the
+    # Before the fix it loads, passes validate(full=True), and to_pylist() returns values read from the
     # 8000 bytes before the child's buffer.
     with pytest.raises(freight.DeserializationError):
         freight.loads(forge("pyarrow.Array", meta, frames), allow_pickle=False)
@@ -216,7 +216,7 @@ def test_arrow_null_count_is_not_taken_from_the_payload():
         arr = freight.loads(forge("pyarrow.Array", meta, frames), allow_pickle=False)
     except freight.DeserializationError:
         return
-    # Today: [1, 2, 666, 4] (validate(full=True) passes), and pc.is_null says no nulls.
+    # Before the fix: [1, 2, 666, 4] (validate(full=True) passes), and pc.is_null says no nulls.
     assert arr.to_pylist() == [1, 2, None, 4]
 
 
@@ -279,7 +279,7 @@ def test_arrow_type_cache_does_not_keep_a_type_from_before_its_extension_was_reg
         import pandas.core.arrays.arrow.extension_types  # now pandas.period is registered
         again = freight.loads(blob, allow_pickle=False)
         print("again:", again.type)
-        # Today the cached int64 type is reused: "again" is int64 where a fresh process (or
+        # Before the fix the cached int64 type is reused: "again" is int64 where a fresh process (or
         # far._type_from.cache_clear()) gives extension<pandas.period<ArrowPeriodType>>.
         print("OK" if isinstance(again.type, pa.BaseExtensionType) else "STALE")
         """,
@@ -306,7 +306,7 @@ def test_arrow_type_cache_does_not_retain_payload_bytes():
         retained, _peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    # Today ~16.8 MB stay referenced by the lru_cache of _type_from (up to 512 such keys).
+    # Before the fix ~16.8 MB stay referenced by the lru_cache of _type_from (up to 512 such keys).
     assert retained < 4 << 20, f"{retained / 1e6:.1f} MB of payload bytes retained after the loads"
 
 
@@ -341,7 +341,7 @@ def test_polars_malformed_field_metadata_is_a_deserialization_error_not_a_panic(
     blob = forge("polars.DataFrame", {"table": table})
     try:
         freight.loads(blob, allow_pickle=False)
-    except BaseException as exc:  # noqa: BLE001 - today pyo3's PanicException, a BaseException
+    except BaseException as exc:  # noqa: BLE001 - pyo3's PanicException is a BaseException
         assert isinstance(exc, freight.DeserializationError), f"{type(exc).__module__}.{type(exc).__name__}: {exc}"
     else:
         pytest.fail("a polars frame with malformed enum/categorical metadata loaded")
@@ -429,7 +429,7 @@ def test_tensorflow_bool_tensor_from_non_canonical_bytes_is_refused_or_normalise
         t = freight.loads(forge("tensorflow.Tensor", meta), allow_pickle=False)
     except freight.DeserializationError:
         return
-    # Today it prints [False, True, True] yet t == True is all False and logical_not is all True.
+    # Before the fix it prints [False, True, True] yet t == True is all False and logical_not is all True.
     assert tf.logical_not(t).numpy().tolist() == [True, False, False]
     assert (t == True).numpy().tolist() == [False, True, True]  # noqa: E712
 

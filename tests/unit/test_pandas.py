@@ -190,3 +190,11 @@ def test_hypothesis_data_frames_round_trip(df):
 
 def test_lazy_loading_and_the_missing_library_error(tmp_path, typed_frame):
     assert check_lazy_loading(tmp_path, typed_frame, "pandas", "pandas", "x.shape") == str(typed_frame.shape)
+
+
+def test_attrs_keep_shared_arrays_shared():
+    arr = np.arange(3)
+    df = pd.DataFrame({"a": [1, 2, 3]})
+    df.attrs.update(first=arr, second=arr)
+    back = freight.loads(freight.dumps(df), allow_pickle=False)
+    assert back.attrs["first"] is back.attrs["second"]

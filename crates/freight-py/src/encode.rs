@@ -578,19 +578,24 @@ impl<'a, 'py> Walker<'a, 'py> {
         Err(EncodeError::Unsupported)
     }
 
-    /// Undoes a partly written node whose contents turned out to be unsupported.
+    /// Undoes a partly written node whose contents turned out to be unsupported (a datetime
+    /// with a dateutil or pytz tzinfo). Inside a serializer's metadata the object is pickled in
+    /// place instead, as any other value freight cannot encode there.
     pub(crate) fn rollback(
         &mut self,
         start: usize,
         slot: u32,
-        ptr: *mut ffi::PyObject,
+        obj: &Bound<'py, PyAny>,
         shared: bool,
         what: &str,
     ) -> EncodeResult<()> {
         self.w.truncate(start);
         if shared {
-            self.memo.remove(&(ptr as usize));
+            self.memo.remove(&(obj.as_ptr() as usize));
             self.next_slot = slot;
+        }
+        if self.external {
+            return self.island(obj);
         }
         self.unsupported(what)
     }

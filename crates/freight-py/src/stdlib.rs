@@ -47,7 +47,7 @@ impl<'py> Walker<'_, 'py> {
             let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
             if !self.tz(&tz, std)? {
                 return self
-                    .rollback(start, slot, ptr, shared, "a datetime with this tzinfo")
+                    .rollback(start, slot, obj, shared, "a datetime with this tzinfo")
                     .map(Some);
             }
         } else if ty.is(&std.date) {
@@ -73,7 +73,7 @@ impl<'py> Walker<'_, 'py> {
             let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
             if !self.tz(&tz, std)? {
                 return self
-                    .rollback(start, slot, ptr, shared, "a time with this tzinfo")
+                    .rollback(start, slot, obj, shared, "a time with this tzinfo")
                     .map(Some);
             }
         } else if ty.is(&std.timedelta) {

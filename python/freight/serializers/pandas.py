@@ -12,6 +12,7 @@ serialized or a ``pandas.*`` payload is loaded; registers into ``freight.registr
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,7 @@ def _values_meta(values: Any) -> dict[str, Any]:
                 if not isinstance(arrow, pa.ChunkedArray):
                     arrow = pa.chunked_array([arrow])
                 return {"dtype": wire, "arrow": arrow}
-        except (TypeError, ValueError, ImportError, pa_errors()):
+        except (TypeError, ValueError, ImportError, NotImplementedError, pa_errors()):
             pass
     return {"object": Pickled(values)}
 
@@ -85,27 +86,51 @@ def pa_errors() -> type[BaseException]:
         return TypeError
 
 
-def _dtype_wire(dtype: Any) -> str | tuple[str, str, bool]:
+def _dtype_wire(dtype: Any) -> str | tuple[Any, ...]:
     """How an extension dtype travels: a StringDtype as ("string", storage, NA-or-NaN missing
-    values), since its text ("str", "string") means what the reader's options say; any other
-    as a text ``pandas_dtype`` parses (checked by the caller)."""
+    values), since its text ("str", "string") means what the reader's options say; an
+    ArrowDtype as ("arrow", its Arrow type's IPC encoding), since pandas parses only some of
+    their texts back; any other as a text ``pandas_dtype`` parses (checked by the caller)."""
     if isinstance(dtype, pd.StringDtype):
         return ("string", dtype.storage, dtype.na_value is pd.NA)
+    if isinstance(dtype, pd.ArrowDtype):
+        from freight.serializers.arrow import _type_wire
+
+        return ("arrow", _type_wire(dtype.pyarrow_dtype))
     return str(dtype)
 
 
 def _dtype_from(wire: Any) -> Any:
     if isinstance(wire, tuple):
-        kind, storage, na = wire
-        if kind != "string" or storage not in ("python", "pyarrow"):
-            raise ValueError(f"unknown string dtype {wire!r}")
-        return pd.StringDtype(storage) if na else pd.StringDtype(storage, na_value=np.nan)
+        if len(wire) == 2 and wire[0] == "arrow" and isinstance(wire[1], bytes):
+            from freight.serializers.arrow import _type_from
+
+            return pd.ArrowDtype(_type_from(wire[1]))
+        if len(wire) != 3 or wire[0] != "string" or wire[1] not in ("python", "pyarrow"):
+            raise ValueError(f"unknown extension dtype {wire!r}")
+        return pd.StringDtype(wire[1]) if wire[2] else pd.StringDtype(wire[1], na_value=np.nan)
+    if not isinstance(wire, str):
+        raise ValueError(f"a dtype is a text, not {type(wire).__name__}")
     if wire in ("str", "string"):  # payloads of earlier versions: what the options say
         return _pandas_dtype(wire)
-    if ".." in wire or "//" in wire:
-        # "datetime64[ns, dateutil//some/path]" makes dateutil open that file.
-        raise ValueError(f"refusing dtype {wire!r}: time zones are names, not file paths")
+    _refuse_zone_paths(wire)
+    if len(wire) > _CACHED_TEXT_MAX:  # the cache must not keep payload memory alive
+        return _pandas_dtype(wire)
     return _parsed_dtype(wire)
+
+
+_CACHED_TEXT_MAX = 128
+# What may follow "dateutil/" in a time zone: a zone name ("Europe/Paris", "Etc/GMT+1").
+_DATEUTIL_ZONE = re.compile(r"dateutil/([^\],]*)")
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9_+\-]+)*")
+
+
+def _refuse_zone_paths(text: str) -> None:
+    """dateutil opens the file a zone names ("dateutil//etc/passwd", "dateutil/:/abs/path"):
+    in a payload only zone names are accepted."""
+    for zone in _DATEUTIL_ZONE.findall(text):
+        if not _ZONE_NAME.fullmatch(zone.strip()):
+            raise ValueError(f"refusing time zone {zone!r}: zones are names, not file paths")
 
 
 @functools.lru_cache(maxsize=256)
@@ -226,6 +251,30 @@ def _index_from(meta: dict[str, Any]) -> pd.Index:
 
 class _PandasSerializer(LibrarySerializer):
     """Object columns become pickle islands, which mark the payload as needing pickle."""
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        return super().deserialize(_unshared(meta, set()), frames)
+
+
+def _unshared(meta: Any, seen: set[int]) -> Any:
+    """The metadata with every numpy array appearing once: freight writes each place's array
+    separately, but a forged payload can refer to one array from two places (a column and the
+    index), and pandas would then edit both, and look up a stale index. Copies repeats."""
+    if isinstance(meta, np.ndarray):
+        if id(meta) in seen:
+            return meta.copy()
+        seen.add(id(meta))
+        return meta
+    if isinstance(meta, dict):
+        for key, value in meta.items():
+            # attrs are the user's own values: shared arrays there stay shared.
+            if key != "attrs" and isinstance(value, (np.ndarray, dict, list, tuple)):
+                meta[key] = _unshared(value, seen)
+    elif isinstance(meta, list):
+        meta[:] = [_unshared(v, seen) for v in meta]
+    elif isinstance(meta, tuple):
+        return tuple(_unshared(v, seen) for v in meta)
+    return meta
 
 
 class DataFrameSerializer(_PandasSerializer):
