@@ -97,11 +97,18 @@ impl<'a> Reader<'a> {
 
     #[inline(always)]
     pub fn uvarint(&mut self, what: &'static str) -> Result<u64> {
-        // Most varints (lengths, counts, small ints) are one byte.
+        // Most varints (lengths, counts, small ints) are one byte, nearly all the rest two
+        // (values below 16384: ids, memo slots).
         if let Some(&byte) = self.buf.get(self.pos) {
             if byte < 0x80 {
                 self.pos += 1;
                 return Ok(byte as u64);
+            }
+            if let Some(&next) = self.buf.get(self.pos + 1) {
+                if next < 0x80 {
+                    self.pos += 2;
+                    return Ok((byte & 0x7f) as u64 | (next as u64) << 7);
+                }
             }
         }
         self.uvarint_slow(what)
