@@ -25,6 +25,9 @@ import freight
 from freight.registry import _LIBRARIES, BUILTINS
 
 
+UNSAFE = {"polars.LazyFrame"}
+
+
 def one_of_each() -> dict[str, object]:
     """A value of every kind freight's library serializers cover, none needing pickle."""
     frame = pd.DataFrame(
@@ -63,7 +66,8 @@ def test_every_library_serializer_declares_whether_it_is_safe():
     for entry in entries:
         declared = [klass for klass in type(entry.serializer).__mro__ if "safe" in vars(klass)]
         assert declared, f"{entry.tag} does not declare safe"
-        assert entry.safe is True, f"{entry.tag}: built-in serializers rebuild values without running code"
+        # Only a polars plan may hold Python functions, which polars unpickles on load.
+        assert entry.safe is (entry.tag not in UNSAFE), f"{entry.tag}: safe={entry.safe}"
 
 
 def test_a_payload_of_every_library_loads_without_pickle():

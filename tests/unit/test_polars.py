@@ -1,6 +1,6 @@
 """polars through freight's built-in serializers: exact schemas (nested, categorical/enum,
-decimal, temporal with tz), no pickle, LazyFrames and Object columns refused with a clear
-error, lazy loading and the missing-library error."""
+decimal, temporal with tz), no pickle, LazyFrames as their plan (not safe: polars unpickles
+UDFs), Object columns refused with a clear error, lazy loading and the missing-library error."""
 
 from __future__ import annotations
 
@@ -61,9 +61,30 @@ def test_empty_and_large_frames():
     assert freight.loads(freight.dumps(big, compression="lz4")).equals(big)
 
 
-def test_lazy_frames_are_refused_with_advice():
-    with pytest.raises(freight.SerializationError, match="collect"):
-        freight.dumps(frame().lazy())
+def test_lazy_frames_travel_as_their_plan_and_need_pickle_permission():
+    lazy = frame().lazy().filter(pl.col("i") > 1).with_columns((pl.col("i") * 2).alias("twice"))
+    blob = freight.dumps({"query": lazy})
+    assert "polars.LazyFrame" in freight.inspect(blob)["tags"]
+    with pytest.raises(freight.UnsafePayloadError, match="polars.LazyFrame"):
+        freight.loads(blob, allow_pickle=False)  # its plan may hold pickled Python functions
+    back = freight.loads(blob)["query"]
+    assert isinstance(back, pl.LazyFrame)
+    assert back.collect().equals(lazy.collect())
+
+
+def test_lazy_frames_with_python_functions_round_trip():
+    lazy = pl.LazyFrame({"a": [1, 2, 3]}).with_columns(
+        pl.col("a").map_batches(lambda s: s * 10, return_dtype=pl.Int64).alias("b")
+    )
+    assert freight.loads(freight.dumps(lazy)).collect().equals(lazy.collect())
+
+
+def test_a_plan_polars_cannot_read_names_the_versions():
+    from freight.serializers.polars import LazyFrameSerializer
+
+    meta = {"plan": b"not a plan", "polars": "0.0.1"}
+    with pytest.raises(freight.DeserializationError, match="written by polars 0.0.1"):
+        LazyFrameSerializer().deserialize(meta, [])
 
 
 def test_object_columns_are_refused_with_advice():

@@ -2,13 +2,14 @@
 polars allows): nested list/struct/array columns, categorical/enum, decimal and temporal types
 with time zones round-trip with their exact schema, and no pickle is involved. Columns of
 polars' Object dtype have no Arrow form and polars cannot pickle them either: they are refused
-with a clear error. A LazyFrame is refused with an error saying to collect it first: its plan can
-hold Python functions. Imported the first time a polars object is serialized or a
+with a clear error. A LazyFrame travels as its query plan (polars' binary format); since polars
+unpickles the Python functions a plan may hold, its serializer is not ``safe``. Imported the first time a polars object is serialized or a
 ``polars.*`` payload is loaded; registers into ``freight.registry.BUILTINS``.
 """
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import polars as pl
@@ -65,17 +66,36 @@ class SeriesSerializer(_PolarsSerializer):
 
 
 class LazyFrameSerializer(_PolarsSerializer):
+    """A LazyFrame travels as its query plan in polars' own binary form (the data of in-memory
+    sources included). Not ``safe``: polars pickles the Python functions a plan holds
+    (``map_elements``, UDFs) and unpickles them on load, so ``allow_pickle=False`` refuses these
+    payloads. polars' plan format is not stable across its versions: a payload from another
+    version that fails to load says so."""
+
     tag = "polars.LazyFrame"
     types = (pl.LazyFrame,)
+    safe = False
 
     def serialize(self, lf: pl.LazyFrame) -> tuple[Any, list[Any]]:
-        raise SerializationError(
-            "freight does not serialize a polars LazyFrame (its plan can hold Python functions); "
-            "collect it first: freight.dumps(lazy_frame.collect())"
-        )
+        try:
+            plan = lf.serialize(format="binary")
+        except Exception as exc:  # noqa: BLE001 - polars raises its own family
+            raise SerializationError(
+                f"polars cannot serialize this LazyFrame's plan ({exc}); collect it first: "
+                "freight.dumps(lazy_frame.collect())"
+            ) from exc
+        return {"plan": plan, "polars": pl.__version__}, []
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
-        raise DeserializationError("a polars LazyFrame payload cannot be loaded")
+        try:
+            return pl.LazyFrame.deserialize(io.BytesIO(meta["plan"]), format="binary")
+        except Exception as exc:  # noqa: BLE001 - polars raises its own family
+            written = meta.get("polars", "?")
+            version = f" (written by polars {written}, this is {pl.__version__})" if written != pl.__version__ else ""
+            raise DeserializationError(
+                f"polars cannot load this LazyFrame plan{version}: {exc}; plans are portable only "
+                "between equal polars versions, so send collected frames between others"
+            ) from exc
 
 
 for _serializer in (DataFrameSerializer(), SeriesSerializer(), LazyFrameSerializer()):
