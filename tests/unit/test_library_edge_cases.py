@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import gc
 import glob
 import os
 import shutil
-import tracemalloc
 
 import numpy as np
 import pandas as pd
@@ -21,7 +19,7 @@ import pytest
 
 import freight
 from freight.serializers import pandas as fpd
-from test_hostile_libraries import forge  # the FORGE helper: metadata under a built-in tag
+from test_hostile_libraries import bytes_retained_after_loading, forge  # forge: metadata under a built-in tag
 
 
 # -- Arrow: the Rust string check refuses valid arrays ---------------------------------------
@@ -82,18 +80,7 @@ def test_pandas_dtype_text_cache_does_not_retain_payload_bytes():
     for _ in range(4):  # dtype texts of 4 MiB each, which pandas parses (pyarrow takes any tz)
         text = f"timestamp[s, {os.urandom(1 << 21).hex()}][pyarrow]"
         blobs.append(forge("pandas.Series", dict(meta, values=dict(meta["values"], dtype=text))))
-    gc.collect()
-    tracemalloc.start()
-    try:
-        for blob in blobs:
-            try:
-                freight.loads(blob, allow_pickle=False)
-            except freight.DeserializationError:
-                pass
-        gc.collect()
-        retained, _peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    retained = bytes_retained_after_loading(blobs)
     # Before the fix ~16.8 MB stay referenced by the lru_cache of _parsed_dtype (up to 256 such keys).
     assert retained < 4 << 20, f"{retained / 1e6:.1f} MB of payload text retained after the loads"
 
