@@ -40,6 +40,11 @@ def identity(obj: Any) -> Any:
     return obj
 
 
+def describe_each(values: dict[str, Any]) -> dict[str, str]:
+    """The top-level module of each value's type, as the worker received it."""
+    return {name: type(v).__module__.split(".")[0] for name, v in values.items()}
+
+
 def make_multiplier(k: Any) -> Any:
     """Returns a closure: it is created on the worker and must travel back to the client."""
 

@@ -214,6 +214,32 @@ def test_dataframe_in_and_out(client):
     pd.testing.assert_frame_equal(out, scaler_tasks.enrich_frame(df))
 
 
+def test_data_library_values_through_workers(client):
+    """Workers (fresh spawned processes) load freight's serializers for each library on first
+    use, decode the arguments and encode the results, with no pickle involved."""
+    import polars as pl
+    import pyarrow as pa
+    import scipy.sparse as sp
+    import torch
+
+    values = {
+        "polars": pl.DataFrame({"a": [1, 2, 3], "s": ["x", None, "z"]}),
+        "arrow": pa.table({"v": pa.array([1.5, None, 3.0])}),
+        "torch": torch.arange(12, dtype=torch.bfloat16).reshape(3, 4),
+        "sparse": sp.random(20, 20, density=0.1, format="csr", random_state=1),
+        "frame": _frame(),
+    }
+    assert not freight.inspect(freight.dumps(values))["needs_pickle"]
+    kinds = client.submit(scaler_tasks.describe_each, values).result(timeout=RESULT_TIMEOUT)
+    assert kinds == {name: type(v).__module__.split(".")[0] for name, v in values.items()}
+    back = client.submit(scaler_tasks.identity, values).result(timeout=RESULT_TIMEOUT)
+    assert back["polars"].equals(values["polars"])
+    assert back["arrow"].equals(values["arrow"])
+    assert torch.equal(back["torch"], values["torch"]) and back["torch"].dtype == torch.bfloat16
+    assert (back["sparse"] != values["sparse"]).nnz == 0
+    pd.testing.assert_frame_equal(back["frame"], values["frame"])
+
+
 def test_workers_use_the_shipped_serializer_and_options(cluster_address):
     """The serializer instance (a subclass, with its options) reaches the workers and decodes there."""
     options = (("checksum", False),)
