@@ -9,6 +9,7 @@ mod craft;
 mod decode;
 mod dispatch;
 mod encode;
+mod encode_state;
 mod errors;
 mod ext;
 mod inspect;
