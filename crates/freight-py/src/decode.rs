@@ -302,7 +302,16 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         n: usize,
         slot: Option<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let dict = PyDict::new(self.py);
+        // Larger dicts sized for their items up front: no resize while filling (a 10-key dict
+        // would grow once). Up to 5 items fit a new dict's first table anyway; the size asked for
+        // is capped, so that a payload's count cannot make a large table in advance.
+        let dict = if n > 5 {
+            let presize = n.min(1 << 16) as ffi::Py_ssize_t;
+            // SAFETY: returns a new reference or NULL with an exception set.
+            unsafe { Bound::from_owned_ptr_or_err(self.py, _PyDict_NewPresized(presize))? }
+        } else {
+            PyDict::new(self.py).into_any()
+        };
         self.fill(slot, dict.as_any());
         for _ in 0..n {
             let key = self.item(r)?;
@@ -556,6 +565,11 @@ pub fn decode_external<'py>(
     let mut decoder = TreeDecoder::with_memo(py, ctx, memo);
     let obj = decoder.root(data);
     (obj, decoder.into_memo())
+}
+
+unsafe extern "C" {
+    // CPython's presized dict constructor: in its headers (3.8-3.14), not in pyo3-ffi.
+    fn _PyDict_NewPresized(minused: ffi::Py_ssize_t) -> *mut ffi::PyObject;
 }
 
 /// Decodes a payload.
