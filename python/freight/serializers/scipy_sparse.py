@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import scipy.sparse as sp
 
-from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
+from freight.serializers import LibrarySerializer
 
 # (format, is the new sparse-array API) -> class; the wire names only these.
 _CLASSES: dict[str, type] = {}
@@ -25,11 +24,9 @@ for _fmt in ("csr", "csc", "coo", "bsr", "dia", "lil"):
 _NAMES = {cls: name for name, cls in _CLASSES.items()}
 
 
-class SparseSerializer:
+class SparseSerializer(LibrarySerializer):
     tag = "scipy.sparse"
-    types = tuple(_CLASSES.values())
-    safe = True
-    subclasses = False  # a subclass goes to pickle and keeps its type
+    types = tuple(_CLASSES.values())  # exact types: a subclass goes to pickle and keeps its type
 
     def serialize(self, m: Any) -> tuple[Any, list[Any]]:
         kind = _NAMES[type(m)]
@@ -47,28 +44,21 @@ class SparseSerializer:
             meta.update(data=m.data, offsets=m.offsets)
         return meta, []
 
-    def deserialize(self, meta: dict[str, Any], frames: list[memoryview]) -> Any:
-        try:
-            cls = _CLASSES[meta["kind"]]
-            fmt = meta["kind"].split("_")[0]
-            shape = tuple(meta["shape"])
-            if fmt in ("csr", "csc", "bsr", "lil"):
-                base = sp.csr_array if fmt == "lil" and meta["kind"].endswith("array") else sp.csr_matrix
-                target = base if fmt == "lil" else cls
-                m = target((meta["data"], meta["indices"], meta["indptr"]), shape=shape, copy=False)
-                # scipy's compressed kernels index with these unchecked: a bad one would crash the
-                # process later. Sortedness is recomputed by scipy when needed, never trusted.
-                m.check_format(full_check=True)
-                return cls(m) if fmt == "lil" else m
-            if fmt == "coo":
-                coords = tuple(meta["coords"])
-                return cls((meta["data"], coords), shape=shape, copy=False)
-            if fmt == "dia":
-                return cls((meta["data"], meta["offsets"]), shape=shape, copy=False)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DeserializationError(f"the payload holds an invalid scipy.sparse description: {exc}") from exc
-        raise DeserializationError(f"unknown scipy.sparse kind {meta.get('kind')!r}")
+    def _rebuild(self, meta: dict[str, Any], frames: list[memoryview]) -> Any:
+        cls = _CLASSES[meta["kind"]]
+        fmt = meta["kind"].split("_")[0]
+        shape = tuple(meta["shape"])
+        if fmt in ("csr", "csc", "bsr", "lil"):
+            base = sp.csr_array if fmt == "lil" and meta["kind"].endswith("array") else sp.csr_matrix
+            target = base if fmt == "lil" else cls
+            m = target((meta["data"], meta["indices"], meta["indptr"]), shape=shape, copy=False)
+            # scipy's compressed kernels index with these unchecked: a bad one would crash the
+            # process later. Sortedness is recomputed by scipy when needed, never trusted.
+            m.check_format(full_check=True)
+            return cls(m) if fmt == "lil" else m
+        if fmt == "coo":
+            return cls((meta["data"], tuple(meta["coords"])), shape=shape, copy=False)
+        return cls((meta["data"], meta["offsets"]), shape=shape, copy=False)  # dia
 
 
 BUILTINS.register(SparseSerializer())
-_ = np  # numpy is scipy's dependency; the arrays above are numpy arrays

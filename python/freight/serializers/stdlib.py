@@ -8,15 +8,13 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
+from freight.serializers import LibrarySerializer
 
 
-class OrderedDictSerializer:
+class OrderedDictSerializer(LibrarySerializer):
     tag = "collections.OrderedDict"
     types = (collections.OrderedDict,)
-    safe = True
-    subclasses = False
 
     def serialize(self, d: collections.OrderedDict) -> tuple[Any, list[Any]]:
         meta: dict[str, Any] = {"items": list(d.items())}
@@ -25,12 +23,9 @@ class OrderedDictSerializer:
             meta["attrs"] = dict(attrs)
         return meta, []
 
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
-        try:
-            d = collections.OrderedDict(meta["items"])
-            d.__dict__.update(meta.get("attrs", {}))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise DeserializationError(f"the payload holds an invalid OrderedDict: {exc}") from exc
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        d = collections.OrderedDict(meta["items"])
+        d.__dict__.update(meta.get("attrs", {}))
         return d
 
 

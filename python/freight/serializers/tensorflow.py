@@ -120,10 +120,13 @@ def _array_from(meta: dict[str, Any]) -> tf.Tensor:
         return tf.convert_to_tensor(value, dtype=dtype)
 
 
-class TensorSerializer(LibrarySerializer):
+class _TensorFlowSerializer(LibrarySerializer):
+    errors = LibrarySerializer.errors + (tf.errors.OpError,)
+
+
+class TensorSerializer(_TensorFlowSerializer):
     tag = "tensorflow.Tensor"
     types = (_EagerTensor,)
-    errors = LibrarySerializer.errors + (tf.errors.OpError,)
 
     def serialize(self, t: tf.Tensor) -> tuple[Any, list[Any]]:
         return _array_meta(t), []
@@ -132,10 +135,9 @@ class TensorSerializer(LibrarySerializer):
         return _array_from(meta)
 
 
-class VariableSerializer(LibrarySerializer):
+class VariableSerializer(_TensorFlowSerializer):
     tag = "tensorflow.Variable"
     types = (_ResourceVariable,)
-    errors = LibrarySerializer.errors + (tf.errors.OpError,)
 
     def serialize(self, v: tf.Variable) -> tuple[Any, list[Any]]:
         name = v.name[:-2] if v.name.endswith(":0") else v.name  # TensorFlow appends ":0" again
@@ -159,14 +161,13 @@ class VariableSerializer(LibrarySerializer):
             )
 
 
-class RaggedTensorSerializer(LibrarySerializer):
+class RaggedTensorSerializer(_TensorFlowSerializer):
     """Each ragged dimension, outermost first, as its row splits and, for a uniform dimension,
     its row length; the flat values as a tensor. Rebuilt with validation, so splits that do not
     describe the values raise instead of building a tensor TensorFlow would misread."""
 
     tag = "tensorflow.RaggedTensor"
     types = (tf.RaggedTensor,)
-    errors = LibrarySerializer.errors + (tf.errors.OpError,)
 
     def serialize(self, r: tf.RaggedTensor) -> tuple[Any, list[Any]]:
         levels = []
@@ -196,14 +197,13 @@ class RaggedTensorSerializer(LibrarySerializer):
         return out
 
 
-class SparseTensorSerializer(LibrarySerializer):
+class SparseTensorSerializer(_TensorFlowSerializer):
     """indices, values and dense shape. Indices are checked against the shape on load:
     TensorFlow's constructor does not check them, and out-of-range indices would reach its
     kernels."""
 
     tag = "tensorflow.SparseTensor"
     types = (tf.SparseTensor,)
-    errors = LibrarySerializer.errors + (tf.errors.OpError,)
 
     def serialize(self, s: tf.SparseTensor) -> tuple[Any, list[Any]]:
         return {

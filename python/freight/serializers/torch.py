@@ -22,6 +22,7 @@ import torch
 
 from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
+from freight.serializers import LibrarySerializer
 
 #: Where to put tensors whose device this process does not have ("cpu", say); None: refuse.
 map_location: str | None = None
@@ -98,11 +99,11 @@ def _place(t: torch.Tensor, meta: dict[str, Any]) -> torch.Tensor:
     return t
 
 
-class TensorSerializer:
+class TensorSerializer(LibrarySerializer):
     tag = "torch.Tensor"
     types = (torch.Tensor,)
-    safe = True
-    subclasses = False  # nn.Parameter and other subclasses go through pickle, keeping their type
+    # nn.Parameter and other subclasses go through pickle, keeping their type (subclasses=False).
+    errors = LibrarySerializer.errors + (RuntimeError,)
 
     def serialize(self, t: torch.Tensor) -> tuple[Any, list[Any]]:
         if t.layout == torch.strided:
@@ -118,29 +119,24 @@ class TensorSerializer:
             "requires_grad": bool(t.requires_grad),
         }, []
 
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
-        try:
-            if "layout" not in meta:
-                return _dense_from(meta)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-                # check_invariants: indices from a payload are checked, so a malformed one raises
-                # instead of corrupting memory later.
-                t = torch.sparse_coo_tensor(
-                    _dense_from(meta["indices"]),
-                    _dense_from(meta["values"]),
-                    meta["size"],
-                    is_coalesced=meta["coalesced"],
-                    check_invariants=True,
-                )
-                layout = {str(k): v for k, v in _SPARSE.items()}.get(meta["layout"])
-                if layout is not None:
-                    t = getattr(t, layout)()
-            return _place(t, meta)
-        except DeserializationError:
-            raise
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise DeserializationError(f"the payload holds an invalid torch tensor: {exc}") from exc
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        if "layout" not in meta:
+            return _dense_from(meta)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+            # check_invariants: indices from a payload are checked, so a malformed one raises
+            # instead of corrupting memory later.
+            t = torch.sparse_coo_tensor(
+                _dense_from(meta["indices"]),
+                _dense_from(meta["values"]),
+                meta["size"],
+                is_coalesced=meta["coalesced"],
+                check_invariants=True,
+            )
+            layout = {str(k): v for k, v in _SPARSE.items()}.get(meta["layout"])
+            if layout is not None:
+                t = getattr(t, layout)()
+        return _place(t, meta)
 
 
 BUILTINS.register(TensorSerializer())
