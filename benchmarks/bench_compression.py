@@ -29,7 +29,6 @@ missed, or something fails to round-trip (2).
 from __future__ import annotations
 
 import gc
-import json
 import platform
 import statistics
 import sys
@@ -51,7 +50,7 @@ except ImportError:  # pragma: no cover - benchmark-only peers
     sys.exit("bench_compression.py needs the peers lz4 and zstandard (pip install lz4 zstandard)")
 
 import freight
-from harness import MiB, Target, parse_args, Timing, fmt_ns, fmt_rate, ncpu, print_table, print_targets, time_interleaved
+from harness import MiB, Target, finish, parse_args, Timing, fmt_ns, fmt_rate, ncpu, print_table, print_targets, time_interleaved
 
 
 # --------------------------------------------------------------------------------------------
@@ -152,6 +151,20 @@ class Report:
         sys.stdout.flush()
 
 
+def codec_targets(report: Report, case: str, codec: str, peer: str, fr: Measurement, pr: Measurement) -> None:
+    """A codec's two targets against its peer: throughput >= 1.8x, and a result no larger."""
+    speedup = fr.throughput / pr.throughput
+    report.target(case, f"{codec} throughput: freight / {peer}", f"{speedup:.2f}x", ">= 1.80x", speedup >= 1.8, speedup)
+    report.target(
+        case,
+        f"{codec} size: freight blob vs {peer}",
+        f"{fr.size_ratio:.4f} vs {pr.size_ratio:.4f}",
+        f"freight <= {peer}",
+        fr.size_ratio <= pr.size_ratio,
+        fr.size_ratio / pr.size_ratio,
+    )
+
+
 def _frame(blob: bytes) -> dict:
     frames = freight.inspect(blob)["frames"]
     if len(frames) != 1:
@@ -233,16 +246,7 @@ def case_lz4(report: Report, cfg: Config) -> list[str]:
     )
     pr = report.measure(Measurement("1", "python-lz4 lz4.frame (defaults)", n, len(peer), t["p_comp"], t["p_decomp"], "1"))
 
-    speedup = fr.throughput / pr.throughput
-    report.target("1", "lz4 throughput: freight / lz4.frame", f"{speedup:.2f}x", ">= 1.80x", speedup >= 1.8, speedup)
-    report.target(
-        "1",
-        "lz4 size: freight blob vs lz4.frame",
-        f"{fr.size_ratio:.4f} vs {pr.size_ratio:.4f}",
-        "freight <= lz4.frame",
-        fr.size_ratio <= pr.size_ratio,
-        fr.size_ratio / pr.size_ratio,
-    )
+    codec_targets(report, "1", "lz4", "lz4.frame", fr, pr)
     report.target(
         "1",
         "lz4 shuffle: with vs without",
@@ -306,16 +310,7 @@ def case_zstd(report: Report, cfg: Config) -> list[str]:
         )
     )
 
-    speedup = fr.throughput / pr.throughput
-    report.target("2", "zstd throughput: freight / zstandard", f"{speedup:.2f}x", ">= 1.80x", speedup >= 1.8, speedup)
-    report.target(
-        "2",
-        "zstd size: freight blob vs zstandard",
-        f"{fr.size_ratio:.4f} vs {pr.size_ratio:.4f}",
-        "freight <= zstandard",
-        fr.size_ratio <= pr.size_ratio,
-        fr.size_ratio / pr.size_ratio,
-    )
+    codec_targets(report, "2", "zstd", "zstandard", fr, pr)
     return [
         f"input: the same {cfg.array_mib} MiB of int64 as case 1.",
         f"freight uses all {cores} cores; the target compares it with zstandard's single-threaded default. "
@@ -554,37 +549,22 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
     elapsed = time.perf_counter() - started
 
-    passed = sum(t.passed for t in report.targets)
-    checked = len(report.targets)
-    misses = [t for t in report.targets if not t.passed]
-    print()
-    print(f"Targets: {passed}/{checked} PASS in {elapsed:.1f} s")
-    for t in misses:
-        print(f"  MISS: {t.name}: {t.measured} (required {t.required})")
-    for e in report.errors:
-        print(f"  ERROR: {e}")
-
-    if args.json:
-        out = {
+    misses = [f"{t.name}: {t.measured} (required {t.required})" for t in report.targets if not t.passed]
+    return finish(
+        args,
+        sum(t.passed for t in report.targets),
+        len(report.targets),
+        elapsed,
+        misses,
+        report.errors,
+        {
             "environment": env,
-            "elapsed_s": elapsed,
-            "targets_passed": passed,
-            "targets_checked": checked,
-            "errors": report.errors,
             "notes": notes,
             "info": report.info,
             "measurements": [m.as_dict() for m in report.measurements],
             "targets": [asdict(t) for t in report.targets],
-        }
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
-        print(f"wrote {args.json}")
-
-    if report.errors:
-        return 2
-    if args.strict and misses:
-        return 1
-    return 0
+        },
+    )
 
 
 if __name__ == "__main__":

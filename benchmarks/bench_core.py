@@ -18,7 +18,6 @@ missed (or something fails to round-trip, which is always an error).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import io
 import json
@@ -45,7 +44,7 @@ except ImportError:  # pragma: no cover - cloudpickle is a dependency of freight
     sys.exit("bench_core.py needs cloudpickle (pip install cloudpickle)")
 
 import freight
-from harness import MiB, fmt_bytes, fmt_ns, print_table
+from harness import MiB, finish, fmt_bytes, fmt_ns, parse_args, print_table
 
 
 # --------------------------------------------------------------------------------------------
@@ -708,19 +707,13 @@ def environment(cfg: Config) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="bench_core.py",
-        description="freight core benchmarks: medians and ratios against pickle-5, cloudpickle, numpy.",
+    args = parse_args(
+        "bench_core.py",
+        "freight core benchmarks: medians and ratios against pickle-5, cloudpickle, numpy.",
+        "abcd",
+        "32 MiB array instead of 256 MiB, fewer repetitions",
+        argv,
     )
-    parser.add_argument("--quick", action="store_true", help="32 MiB array instead of 256 MiB, fewer repetitions")
-    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument(
-        "--cases",
-        default="abcd",
-        help="which cases to run, a subset of 'abcd' (default: all)",
-    )
-    parser.add_argument("--strict", action="store_true", help="exit 1 if any target is missed")
-    args = parser.parse_args(argv)
 
     cfg = Config(args.quick)
     env = environment(cfg)
@@ -734,8 +727,6 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     runners = {"a": case_large, "b": case_small, "c": case_records, "d": case_closures}
     for key in args.cases:
-        if key not in runners:
-            parser.error(f"unknown case {key!r} (choose from 'abcd')")
         try:
             runners[key](report, cfg)
         except Exception as exc:  # noqa: BLE001 - report the failure, run the other cases
@@ -748,35 +739,14 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     passed, checked = report.summary()
-    misses = [r for r in report.rows if r.passed is False]
-    print()
-    print(f"Targets: {passed}/{checked} PASS in {elapsed:.1f} s")
-    for r in misses:
-        extra = f" vs {r.peer}" if r.peer else ""
-        ratio = f" (ratio {r.ratio:.2f}x)" if r.ratio is not None else ""
-        print(f"  MISS: {r.operation}{extra}: target {r.target}{ratio}")
-    for e in report.errors:
-        print(f"  ERROR: {e}")
-
-    if args.json:
-        out = {
-            "environment": env,
-            "elapsed_s": elapsed,
-            "targets_passed": passed,
-            "targets_checked": checked,
-            "errors": report.errors,
-            "extra": report.extra,
-            "rows": [dict(asdict(r), ratio=r.ratio) for r in report.rows],
-        }
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
-        print(f"wrote {args.json}")
-
-    if report.errors:
-        return 2
-    if args.strict and misses:
-        return 1
-    return 0
+    misses = [
+        f"{r.operation}{f' vs {r.peer}' if r.peer else ''}: target {r.target}"
+        + (f" (ratio {r.ratio:.2f}x)" if r.ratio is not None else "")
+        for r in report.rows
+        if r.passed is False
+    ]
+    results = {"environment": env, "extra": report.extra, "rows": [dict(asdict(r), ratio=r.ratio) for r in report.rows]}
+    return finish(args, passed, checked, elapsed, misses, report.errors, results)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 import io
-import json
 import pickle
 import platform
 import sys
@@ -39,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 import freight
-from harness import MiB, Target, parse_args, fmt_bytes, fmt_ns, ncpu, print_table, print_targets, time_interleaved
+from harness import MiB, Target, finish, parse_args, fmt_bytes, fmt_ns, ncpu, print_table, print_targets, time_interleaved
 
 
 class Config:
@@ -328,30 +327,14 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
     elapsed = time.perf_counter() - started
 
-    misses = [t for t in report.targets if not t.passed]
     print(f"\nVersions: {', '.join(f'{k} {v}' for k, v in report.versions.items())}")
-    print(f"Targets: {len(report.targets) - len(misses)}/{len(report.targets)} PASS in {elapsed:.1f} s")
-    for t in misses:
-        print(f"  MISS: {t.name}: {t.measured} (required {t.required})")
-    for e in report.errors:
-        print(f"  ERROR: {e}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(
-                {
-                    "versions": report.versions,
-                    "elapsed_s": elapsed,
-                    "results": [asdict(r) for r in report.results],
-                    "targets": [asdict(t) for t in report.targets],
-                    "errors": report.errors,
-                },
-                fh,
-                indent=2,
-            )
-        print(f"wrote {args.json}")
-    if report.errors:
-        return 2
-    return 1 if args.strict and misses else 0
+    misses = [f"{t.name}: {t.measured} (required {t.required})" for t in report.targets if not t.passed]
+    results = {
+        "versions": report.versions,
+        "results": [asdict(r) for r in report.results],
+        "targets": [asdict(t) for t in report.targets],
+    }
+    return finish(args, len(report.targets) - len(misses), len(report.targets), elapsed, misses, report.errors, results)
 
 
 if __name__ == "__main__":

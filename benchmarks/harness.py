@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import statistics
 import time
@@ -128,3 +129,25 @@ def parse_args(prog: str, description: str, cases: str, quick: str, argv: list[s
         if key not in cases:
             parser.error(f"unknown case {key!r} (choose from {cases!r})")
     return args
+
+
+def finish(
+    args: argparse.Namespace, passed: int, checked: int, elapsed: float, misses: list[str], errors: list[str], results: dict
+) -> int:
+    """Prints the summary (targets passed, one line per miss and per error), writes ``results``
+    as JSON when --json was given, and returns the exit status: 2 when something failed to
+    round-trip, 1 with --strict and a missed target, else 0."""
+    print()
+    print(f"Targets: {passed}/{checked} PASS in {elapsed:.1f} s")
+    for miss in misses:
+        print(f"  MISS: {miss}")
+    for error in errors:
+        print(f"  ERROR: {error}")
+    if args.json:
+        results = dict(results, elapsed_s=elapsed, targets_passed=passed, targets_checked=checked, errors=errors)
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=2)
+        print(f"wrote {args.json}")
+    if errors:
+        return 2
+    return 1 if args.strict and misses else 0
