@@ -1,4 +1,4 @@
-"""One check shared by the tests of freight's serializers for third-party libraries."""
+"""Checks shared by the tests of freight's serializers for third-party libraries."""
 
 from __future__ import annotations
 
@@ -45,3 +45,11 @@ def check_lazy_loading(tmp_path: pathlib.Path, obj: Any, library: str, extra: st
     assert missing.returncode == 0, missing.stderr
     assert f"pip install 'freight[{extra}]'" in missing.stdout, missing.stdout
     return ok.stdout.strip()
+
+
+def loaded_without_pickle(obj: Any) -> tuple[Any, Any]:
+    """``obj`` loaded back with ``allow_pickle=False`` from ``dumps`` and from ``dumps_frames``,
+    after checking that its payload needs no pickle."""
+    blob = freight.dumps(obj)
+    assert not freight.inspect(blob)["needs_pickle"]
+    return freight.loads(blob, allow_pickle=False), freight.loads_frames(freight.dumps_frames(obj), allow_pickle=False)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import freight
-from library_checks import check_lazy_loading
+from library_checks import check_lazy_loading, loaded_without_pickle
 
 ARRAYS = {
     "int64": pa.array([1, 2, None, 4]),
@@ -47,12 +47,10 @@ def test_arrays_round_trip_without_pickle(name, sliced):
     arr = ARRAYS[name]
     if sliced and len(arr) > 1:
         arr = arr[1:]
-    blob = freight.dumps(arr)
-    assert not freight.inspect(blob)["needs_pickle"]
-    back = freight.loads(blob, allow_pickle=False)
+    back, from_frames = loaded_without_pickle(arr)
     assert back.type == arr.type
     assert back.equals(arr)
-    assert freight.loads_frames(freight.dumps_frames(arr), allow_pickle=False).equals(arr)
+    assert from_frames.equals(arr)
 
 
 def test_chunked_arrays_batches_tables_and_schemas():

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import freight
-from library_checks import check_lazy_loading
+from library_checks import check_lazy_loading, loaded_without_pickle
 
 
 def frame() -> pl.DataFrame:
@@ -38,12 +38,10 @@ def frame() -> pl.DataFrame:
 
 def test_frames_round_trip_with_their_exact_schema_and_no_pickle():
     df = frame()
-    blob = freight.dumps(df)
-    assert not freight.inspect(blob)["needs_pickle"]
-    back = freight.loads(blob, allow_pickle=False)
+    back, from_frames = loaded_without_pickle(df)
     assert back.schema == df.schema
     assert back.equals(df)
-    assert freight.loads_frames(freight.dumps_frames(df), allow_pickle=False).equals(df)
+    assert from_frames.equals(df)
 
 
 @pytest.mark.parametrize("column", frame().columns)

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import freight
 from freight.serializers import tensorflow as ftf
-from library_checks import check_lazy_loading
+from library_checks import check_lazy_loading, loaded_without_pickle
 
 NAMES = [
     "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "bool",
@@ -52,11 +52,9 @@ def same(a: tf.Tensor, b: tf.Tensor) -> bool:
 @pytest.mark.parametrize("shape", [(), (0,), (5,), (2, 3, 4)], ids=str)
 def test_every_dtype_and_shape_round_trips_without_pickle(dtype, shape):
     t = sample(dtype, shape)
-    blob = freight.dumps(t)
-    assert not freight.inspect(blob)["needs_pickle"]
-    back = freight.loads(blob, allow_pickle=False)
-    assert same(back, t)
-    assert back.device.endswith("CPU:0")
+    for back in loaded_without_pickle(t):
+        assert same(back, t)
+        assert back.device.endswith("CPU:0")
 
 
 def test_numeric_data_travels_as_a_frame():
