@@ -91,9 +91,13 @@ fn library_versions(
     if tags.is_empty() {
         return Ok(());
     }
-    let modules = py
-        .import(pyo3::intern!(py, "sys"))?
-        .getattr(pyo3::intern!(py, "modules"))?;
+    // sys.modules, looked up once: the import machinery costs about a microsecond a call.
+    static MODULES: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let modules = MODULES
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("sys")?.getattr("modules")?.unbind())
+        })?
+        .bind(py);
     for tag in tags {
         let top = tag.split('.').next().unwrap_or(tag);
         if versions.iter().any(|(name, _)| name == top) {
