@@ -17,6 +17,7 @@ import freight
 from test_compression import BLOCK, assert_array_same
 from wire import uvarint
 
+
 # ---------------------------------------------------------------------------------------------
 # Corruption
 
