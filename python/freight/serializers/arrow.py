@@ -89,7 +89,7 @@ def _array_meta(arr: pa.Array, frames: list[Any]) -> dict[str, Any]:
     return {
         "type": _type_wire(t),
         "length": len(arr),
-        "null_count": arr.null_count,
+        "null_count": arr.null_count,  # not trusted on load (recounted); earlier readers need it
         "offset": arr.offset,
         "buffers": buffers,
         "children": [_array_meta(child, frames) for child in _children(arr)],

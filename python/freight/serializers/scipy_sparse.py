@@ -36,6 +36,7 @@ class SparseSerializer(LibrarySerializer):
             m = m.tocsr()
             fmt = "csr"
         if fmt in ("csr", "csc", "bsr"):
+            # "sorted" is not trusted on load (scipy recomputes it); earlier readers need it.
             meta.update(data=m.data, indices=m.indices, indptr=m.indptr, sorted=bool(m.has_sorted_indices))
         elif fmt == "coo":
             coords = getattr(m, "coords", None)
