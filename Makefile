@@ -24,12 +24,12 @@ $(STAMP): $(PY) Makefile
 install: $(STAMP)  ## Create the virtualenv and install build and test dependencies
 
 .PHONY: build
-build: install  ## Build the extension in release mode into the virtualenv
-	$(VENV)/bin/maturin develop --release -q
+build: install  ## Build the extension in release mode into the virtualenv (with the test hooks)
+	$(VENV)/bin/maturin develop --release -q -F testing
 
 .PHONY: build-dev
 build-dev: install  ## Build the extension in debug mode (faster to compile, slow to run)
-	$(VENV)/bin/maturin develop -q
+	$(VENV)/bin/maturin develop -q -F testing
 
 .PHONY: demo
 demo: build  ## Run the demo: a mixed workload through freight, stored in a local folder

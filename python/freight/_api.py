@@ -51,7 +51,6 @@ class Freight:
     ):
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
         self._codec = _freight.Codec(
-            self.registry.types_view(),
             self.registry,
             allow_pickle=allow_pickle,
             zero_copy=zero_copy,
@@ -164,6 +163,4 @@ def inspect(data: Any, key: bytes | list[bytes] | None = None) -> dict[str, Any]
     tree's shape.
 
     ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output)."""
-    if isinstance(data, (list, tuple)):
-        return _freight.inspect_frames(list(data), key)
     return _freight.inspect(data, key)

@@ -9,34 +9,24 @@
 
 use rayon::prelude::*;
 
+use crate::bits::codec;
 use crate::error::{Error, Result};
 use crate::reader::Reader;
 use crate::varint::put_uvarint;
 
-/// Codec bytes of the frame table.
+/// A compression algorithm and its settings, as a writer chooses it (its id in the frame table
+/// is `bits::codec`'s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Codec {
+pub enum Algorithm {
     Lz4,
     Zstd(i32),
 }
 
-impl Codec {
-    pub const LZ4_ID: u8 = 1;
-    pub const ZSTD_ID: u8 = 2;
-
+impl Algorithm {
     pub fn id(self) -> u8 {
         match self {
-            Codec::Lz4 => Self::LZ4_ID,
-            Codec::Zstd(_) => Self::ZSTD_ID,
-        }
-    }
-
-    pub fn name_of(id: u8) -> &'static str {
-        match id {
-            0 => "none",
-            Self::LZ4_ID => "lz4",
-            Self::ZSTD_ID => "zstd",
-            _ => "unknown",
+            Algorithm::Lz4 => codec::LZ4,
+            Algorithm::Zstd(_) => codec::ZSTD,
         }
     }
 }
@@ -151,15 +141,15 @@ fn unshuffle(src: &[u8], itemsize: usize, dst: &mut [u8]) {
     dst[items * itemsize..].copy_from_slice(&src[items * itemsize..]);
 }
 
-fn compress_block(codec: Codec, raw: &[u8], out: &mut Vec<u8>) {
-    match codec {
-        Codec::Lz4 => {
+fn compress_block(algorithm: Algorithm, raw: &[u8], out: &mut Vec<u8>) {
+    match algorithm {
+        Algorithm::Lz4 => {
             out.resize(lz4_flex::block::get_maximum_output_size(raw.len()), 0);
             let n = lz4_flex::block::compress_into(raw, out)
                 .expect("output sized by get_maximum_output_size");
             out.truncate(n);
         }
-        Codec::Zstd(level) => {
+        Algorithm::Zstd(level) => {
             out.clear();
             out.reserve(zstd::zstd_safe::compress_bound(raw.len()));
             zstd::zstd_safe::compress(out, raw, level).expect("output sized by compress_bound");
@@ -167,11 +157,11 @@ fn compress_block(codec: Codec, raw: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-fn decompress_block(codec: u8, stored: &[u8], raw: &mut [u8], index: usize) -> Result<()> {
-    let produced = match codec {
-        Codec::LZ4_ID => lz4_flex::block::decompress_into(stored, raw)
+fn decompress_block(codec_id: u8, stored: &[u8], raw: &mut [u8], index: usize) -> Result<()> {
+    let produced = match codec_id {
+        codec::LZ4 => lz4_flex::block::decompress_into(stored, raw)
             .map_err(|e| Error::corrupt(format!("lz4 block {index} does not decompress: {e}")))?,
-        Codec::ZSTD_ID => zstd::zstd_safe::decompress(raw, stored).map_err(|code| {
+        codec::ZSTD => zstd::zstd_safe::decompress(raw, stored).map_err(|code| {
             Error::corrupt(format!(
                 "zstd block {index} does not decompress: {}",
                 zstd::zstd_safe::get_error_name(code)
@@ -189,7 +179,7 @@ fn decompress_block(codec: u8, stored: &[u8], raw: &mut [u8], index: usize) -> R
 }
 
 /// Compresses a frame into its stored layout (blocks in parallel).
-pub fn compress(codec: Codec, raw: &[u8], shuffle_itemsize: Option<usize>) -> Vec<u8> {
+pub fn compress(algorithm: Algorithm, raw: &[u8], shuffle_itemsize: Option<usize>) -> Vec<u8> {
     let blocks: Vec<Vec<u8>> = raw
         .par_chunks(BLOCK)
         .map_init(
@@ -202,7 +192,7 @@ pub fn compress(codec: Codec, raw: &[u8], shuffle_itemsize: Option<usize>) -> Ve
                     }
                     None => block,
                 };
-                compress_block(codec, input, out);
+                compress_block(algorithm, input, out);
                 out.clone()
             },
         )
@@ -220,14 +210,9 @@ pub fn compress(codec: Codec, raw: &[u8], shuffle_itemsize: Option<usize>) -> Ve
     stored
 }
 
-/// Decompresses a stored frame into `raw` (exactly its declared raw length), blocks in parallel.
-/// Every size is checked before use; a block that decompresses to another size is an error.
-pub fn decompress(
-    codec: u8,
-    stored: &[u8],
-    shuffle_itemsize: Option<usize>,
-    raw: &mut [u8],
-) -> Result<()> {
+/// The block table of a stored frame: the block size and each block's stored bytes, every size
+/// checked against the frame's `raw_len` and stored length.
+fn blocks(stored: &[u8], raw_len: usize) -> Result<(usize, Vec<&[u8]>)> {
     let mut r = Reader::new(stored);
     let block = r.uvarint("a block size")?;
     if block == 0 || block > MAX_BLOCK {
@@ -237,10 +222,9 @@ pub fn decompress(
     }
     let block = block as usize;
     let n = r.count(1, "the block table")?;
-    if n != raw.len().div_ceil(block) {
+    if n != raw_len.div_ceil(block) {
         return Err(Error::corrupt(format!(
-            "{n} blocks of {block} bytes cannot hold the {} bytes the frame declares",
-            raw.len()
+            "{n} blocks of {block} bytes cannot hold the {raw_len} bytes the frame declares"
         )));
     }
     let mut lens = Vec::with_capacity(n);
@@ -259,6 +243,23 @@ pub fn decompress(
         inputs.push(&body[at..at + len as usize]);
         at += len as usize;
     }
+    Ok((block, inputs))
+}
+
+/// Checks a stored frame's block table without decompressing anything.
+pub fn check_layout(stored: &[u8], raw_len: usize) -> Result<()> {
+    blocks(stored, raw_len).map(|_| ())
+}
+
+/// Decompresses a stored frame into `raw` (exactly its declared raw length), blocks in parallel.
+/// Every size is checked before use; a block that decompresses to another size is an error.
+pub fn decompress(
+    codec_id: u8,
+    stored: &[u8],
+    shuffle_itemsize: Option<usize>,
+    raw: &mut [u8],
+) -> Result<()> {
+    let (block, inputs) = blocks(stored, raw.len())?;
     inputs
         .into_par_iter()
         .zip(raw.par_chunks_mut(block))
@@ -272,11 +273,11 @@ pub fn decompress(
                     scratch.resize(out.len(), 0);
                 }
                 let scratch = &mut scratch[..out.len()];
-                decompress_block(codec, input, scratch, index)?;
+                decompress_block(codec_id, input, scratch, index)?;
                 unshuffle(scratch, itemsize, out);
                 Ok(())
             }),
-            None => decompress_block(codec, input, out, index),
+            None => decompress_block(codec_id, input, out, index),
         })
 }
 
@@ -314,11 +315,11 @@ pub fn decide(raw: &[u8], itemsize: Option<usize>, min_size: usize) -> Decision 
         let start = (i * step).min(raw.len() - sample_len);
         let sample = &raw[start..start + sample_len];
         total += sample.len();
-        compress_block(Codec::Lz4, sample, &mut out);
+        compress_block(Algorithm::Lz4, sample, &mut out);
         plain += out.len();
         if let Some(itemsize) = itemsize {
             shuffle(sample, itemsize, &mut shuffled);
-            compress_block(Codec::Lz4, &shuffled, &mut out);
+            compress_block(Algorithm::Lz4, &shuffled, &mut out);
             with_shuffle += out.len();
         }
         if step == 0 {
@@ -369,7 +370,7 @@ mod tests {
             3 * BLOCK + 5,
         ] {
             let raw: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
-            for codec in [Codec::Lz4, Codec::Zstd(3), Codec::Zstd(-1)] {
+            for codec in [Algorithm::Lz4, Algorithm::Zstd(3), Algorithm::Zstd(-1)] {
                 for itemsize in [None, Some(2), Some(8), Some(3)] {
                     let stored = compress(codec, &raw, itemsize);
                     let mut back = vec![0u8; len];
@@ -400,8 +401,8 @@ mod tests {
     #[test]
     fn shuffle_makes_numeric_data_smaller() {
         let raw = numeric(1 << 17);
-        let plain = compress(Codec::Lz4, &raw, None).len();
-        let shuffled = compress(Codec::Lz4, &raw, Some(8)).len();
+        let plain = compress(Algorithm::Lz4, &raw, None).len();
+        let shuffled = compress(Algorithm::Lz4, &raw, Some(8)).len();
         assert!(shuffled < plain, "{shuffled} >= {plain}");
         assert!(shuffle_helps(&raw, 8));
     }
@@ -428,19 +429,19 @@ mod tests {
     #[test]
     fn lying_sizes_are_errors() {
         let raw = numeric(1000);
-        let stored = compress(Codec::Lz4, &raw, None);
+        let stored = compress(Algorithm::Lz4, &raw, None);
         // Declared raw length larger than what the blocks hold.
         let mut big = vec![0u8; raw.len() + 1];
-        assert!(decompress(Codec::LZ4_ID, &stored, None, &mut big).is_err());
+        assert!(decompress(codec::LZ4, &stored, None, &mut big).is_err());
         let mut small = vec![0u8; raw.len() - 1];
-        assert!(decompress(Codec::LZ4_ID, &stored, None, &mut small).is_err());
-        assert!(decompress(Codec::ZSTD_ID, &stored, None, &mut vec![0u8; raw.len()]).is_err());
+        assert!(decompress(codec::LZ4, &stored, None, &mut small).is_err());
+        assert!(decompress(codec::ZSTD, &stored, None, &mut vec![0u8; raw.len()]).is_err());
     }
 
     proptest! {
         #[test]
         fn corrupt_stored_frames_never_panic(raw in proptest::collection::vec(any::<u8>(), 0..3000), flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4)) {
-            for codec in [Codec::Lz4, Codec::Zstd(1)] {
+            for codec in [Algorithm::Lz4, Algorithm::Zstd(1)] {
                 let mut stored = compress(codec, &raw, Some(4));
                 for (at, flip) in &flips {
                     let i = at.index(stored.len());

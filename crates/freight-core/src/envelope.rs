@@ -1,6 +1,9 @@
 //! The envelope: preamble, header (meta section, frame table, node tree), header checksum, then
 //! frames at 64-byte aligned offsets. docs/FORMAT.md describes the same bytes in prose.
 
+use std::ops::Range;
+
+use crate::bits::{codec, flags, frame_flags};
 use crate::checksum;
 use crate::error::{Error, Result};
 use crate::reader::Reader;
@@ -13,37 +16,6 @@ pub const VERSION: u8 = 1;
 pub const ALIGN: usize = 64;
 /// Size of the header checksum that ends the header.
 pub const HEADER_CHECKSUM_LEN: usize = 8;
-
-/// Bits of the preamble's flags byte.
-pub mod flags {
-    /// Some node runs pickle (or an unsafe serializer) when decoded.
-    pub const NEEDS_PICKLE: u8 = 1 << 0;
-    /// A frame table is present.
-    pub const FRAMES: u8 = 1 << 1;
-    /// A meta section (tags used, producer versions) is present.
-    pub const META: u8 = 1 << 2;
-    /// A 32-byte HMAC-SHA256 of every byte before it ends the payload (see sign.rs).
-    pub const SIGNED: u8 = 1 << 3;
-    pub const KNOWN: u8 = NEEDS_PICKLE | FRAMES | META | SIGNED;
-}
-
-/// Bits of a frame table entry's flags byte.
-pub mod frame_flags {
-    /// An xxh3-64 checksum of the stored bytes follows the lengths.
-    pub const CHECKSUM: u8 = 1 << 0;
-    /// Bytes were shuffled by item (item size follows) before the codec compressed them.
-    pub const SHUFFLE: u8 = 1 << 1;
-    /// The checksum is a block checksum (checksum.rs), not plain xxh3-64 of the frame.
-    pub const BLOCK_CHECKSUM: u8 = 1 << 2;
-    pub const KNOWN: u8 = CHECKSUM | SHUFFLE | BLOCK_CHECKSUM;
-}
-
-/// Frame codecs: 0 none, 1 lz4, 2 zstd (see compress.rs for the stored layout).
-pub mod codec {
-    pub const NONE: u8 = 0;
-    pub const LZ4: u8 = 1;
-    pub const ZSTD: u8 = 2;
-}
 
 /// Limits a reader enforces before it allocates or walks anything.
 #[derive(Debug, Clone, Copy)]
@@ -309,21 +281,24 @@ impl<'a> EnvelopeWriter<'a> {
     }
 }
 
-/// A parsed header. Borrowed from the input; frames are located separately so that both the
-/// contiguous layout (`dumps`) and the list layout (`dumps_frames`) share this parser.
+/// A parsed header. It owns its few strings and says where the tree lies in the buffer it was
+/// parsed from, so that a `Payload` can keep it beside the buffer that owns the bytes. Frames
+/// are located separately: the contiguous layout (`dumps`) and the list layout (`dumps_frames`)
+/// share this parser.
 #[derive(Debug, Clone)]
-pub struct Header<'a> {
+pub struct Header {
     pub version: u8,
     pub flags: u8,
-    pub tags: Vec<&'a str>,
-    pub versions: Vec<(&'a str, &'a str)>,
+    pub tags: Vec<String>,
+    pub versions: Vec<(String, String)>,
     pub frames: Vec<FrameInfo>,
-    pub tree: &'a [u8],
+    /// Where the node tree lies in the buffer the header was parsed from.
+    pub tree: Range<usize>,
     /// Length of the header including its checksum: where the contiguous layout's padding starts.
     pub len: usize,
 }
 
-impl Header<'_> {
+impl Header {
     pub fn needs_pickle(&self) -> bool {
         self.flags & flags::NEEDS_PICKLE != 0
     }
@@ -333,9 +308,11 @@ impl Header<'_> {
     }
 }
 
-fn read_str<'a>(r: &mut Reader<'a>, what: &'static str) -> Result<&'a str> {
+fn read_str(r: &mut Reader<'_>, what: &'static str) -> Result<String> {
     let bytes = r.byte_string(what)?;
-    std::str::from_utf8(bytes).map_err(|_| Error::corrupt(format!("{what} is not valid UTF-8")))
+    std::str::from_utf8(bytes)
+        .map(str::to_owned)
+        .map_err(|_| Error::corrupt(format!("{what} is not valid UTF-8")))
 }
 
 /// Checks magic and version only: the cheapest way to tell whether bytes are a freight payload.
@@ -360,7 +337,7 @@ pub fn check_preamble(buf: &[u8]) -> Result<()> {
 }
 
 /// Parses and verifies the header at the start of `buf` (which may hold more bytes after it).
-pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
+pub fn parse_header(buf: &[u8], limits: &Limits) -> Result<Header> {
     check_preamble(buf)?;
     let mut r = Reader::new(buf);
     r.take(MAGIC.len() + 1, "the preamble")?;
@@ -420,7 +397,7 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
                 )));
             }
             let codec = r.u8("a frame codec")?;
-            if codec > codec::ZSTD {
+            if codec > codec::MAX {
                 return Err(Error::corrupt(format!(
                     "frame {i} uses codec {codec}, which this freight build cannot decode"
                 )));
@@ -465,7 +442,7 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
             });
         }
     }
-    let tree = &body[r.position()..];
+    let tree = body_start + r.position()..body_start + body.len();
     if tree.is_empty() {
         return Err(Error::corrupt("the header holds no root node"));
     }
@@ -482,7 +459,7 @@ pub fn parse_header<'a>(buf: &'a [u8], limits: &Limits) -> Result<Header<'a>> {
 
 /// Locates every frame of a contiguous payload: checks that each lies inside `buf`, that the
 /// padding between them is zero and that nothing trails the last one.
-pub fn locate_frames(header: &Header<'_>, buf: &[u8]) -> Result<Vec<std::ops::Range<usize>>> {
+pub fn locate_frames(header: &Header, buf: &[u8]) -> Result<Vec<std::ops::Range<usize>>> {
     // A signed payload ends with its signature, after the frames.
     let buf = if header.signed() {
         let Some(end) = buf
@@ -531,52 +508,4 @@ pub fn locate_frames(header: &Header<'_>, buf: &[u8]) -> Result<Vec<std::ops::Ra
         )));
     }
     Ok(ranges)
-}
-
-/// Checks one frame's bytes against the table: length, and checksum when `verify` and present.
-pub fn check_frame(header: &Header<'_>, index: usize, data: &[u8], verify: bool) -> Result<()> {
-    let info = header
-        .frames
-        .get(index)
-        .ok_or_else(|| Error::corrupt(format!("no frame {index}")))?;
-    if data.len() as u64 != info.stored_len {
-        return Err(Error::corrupt(format!(
-            "frame {index} holds {} bytes but the frame table says {}",
-            data.len(),
-            info.stored_len
-        )));
-    }
-    if verify {
-        if let Some(stored) = info.checksum {
-            let computed = checksum::frame_checksum(data, info.block_checksum);
-            if computed != stored {
-                return Err(Error::Checksum {
-                    what: format!("frame {index}"),
-                    stored,
-                    computed,
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Checks the signature of a contiguous payload against `keys` (any of them), before anything
-/// else of it is read. Errors: not signed, or signed with none of the keys / tampered with.
-pub fn verify_signature(buf: &[u8], keys: &[&[u8]]) -> Result<()> {
-    check_preamble(buf)?;
-    let flag_bits = *buf.get(MAGIC.len() + 1).ok_or(Error::Truncated {
-        what: "the flags byte",
-        offset: 5,
-        needed: 1,
-    })?;
-    if flag_bits & flags::SIGNED == 0 || buf.len() < MAGIC.len() + 2 + sign::SIGNATURE_LEN {
-        return Err(Error::Unsigned);
-    }
-    let (body, signature) = buf.split_at(buf.len() - sign::SIGNATURE_LEN);
-    if sign::verify(keys, &[body], signature) {
-        Ok(())
-    } else {
-        Err(Error::BadSignature)
-    }
 }

@@ -53,6 +53,41 @@ pub enum Error {
     )]
     BadSignature,
 
+    /// A payload given as a list of buffers has none.
+    #[error(
+        "a payload in parts needs at least one buffer, its header (the output of dumps_frames)"
+    )]
+    NoHeader,
+
+    /// The first buffer of a payload in parts holds more (or less) than the header.
+    #[error("the first buffer must be exactly the header ({expected} bytes) but holds {found} bytes; pass the list dumps_frames returned, unchanged")]
+    HeaderPart { expected: usize, found: usize },
+
+    /// A payload in parts has another number of buffers than its header lists.
+    #[error("the header lists {frames} frames{} but {found} buffers follow it; pass the list dumps_frames returned, unchanged", if *.signed { " and a signature" } else { "" })]
+    PartCount {
+        frames: usize,
+        signed: bool,
+        found: usize,
+    },
+
+    /// A frame's stored bytes are not as long as the frame table says.
+    #[error("corrupt freight payload: frame {index} holds {found} bytes but the frame table says {declared}")]
+    FrameLength {
+        index: usize,
+        found: u64,
+        declared: u64,
+    },
+
+    /// A node refers to a frame the payload does not have.
+    #[error("corrupt freight payload: a node refers to frame {index} but the payload has {count} frames")]
+    NoSuchFrame { index: u32, count: usize },
+
+    /// Two nodes use one frame (writers never do; it would let a small payload expand into many
+    /// copies of one frame).
+    #[error("corrupt freight payload: frame {index} is used by more than one node")]
+    FrameReused { index: u32 },
+
     /// Nesting deeper than the reader accepts.
     #[error("freight payload nests deeper than {limit} levels")]
     TooDeep { limit: usize },

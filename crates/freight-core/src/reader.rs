@@ -282,7 +282,7 @@ impl<'a> Reader<'a> {
     /// (flags, shape, frame) of an NdArray node, after its dtype node.
     pub fn ndarray_tail(&mut self) -> Result<(u8, Vec<u64>, u32)> {
         let flags = self.u8("array flags")?;
-        if flags & !0b11 != 0 {
+        if flags & !crate::bits::array_flags::KNOWN != 0 {
             return Err(Error::corrupt(format!("unknown array flags {flags:#04x}")));
         }
         let ndim = self.count(1, "array ndim")?;

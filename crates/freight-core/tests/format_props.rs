@@ -4,7 +4,7 @@
 
 use freight_core::envelope::{self, EnvelopeSpec, EnvelopeWriter, FrameLayout, Limits};
 use freight_core::walk::walk_tree;
-use freight_core::{DateTimeFields, Tag, TreeWriter};
+use freight_core::{DateTimeFields, OpenOptions, Parts, Payload, Tag, TreeWriter};
 use proptest::prelude::*;
 
 /// A node of a tree, enough to exercise every reader path.
@@ -114,19 +114,16 @@ fn envelope(tree: &[u8], frames: &[Vec<u8>], checksums: bool, tags: &[&str]) -> 
 
 /// Parses and fully verifies a contiguous payload.
 fn read_all(buf: &[u8]) -> freight_core::Result<(Vec<Vec<u8>>, u64)> {
-    let header = envelope::parse_header(buf, &Limits::default())?;
-    let ranges = envelope::locate_frames(&header, buf)?;
-    let mut frames = Vec::new();
-    for (i, range) in ranges.iter().enumerate() {
-        envelope::check_frame(&header, i, &buf[range.clone()], true)?;
-        frames.push(buf[range.clone()].to_vec());
-    }
-    let summary = walk_tree(
-        header.tree,
-        header.frames.len() as u32,
-        header.tags.len() as u32,
-    )?;
-    Ok((frames, summary.nodes))
+    let opts = OpenOptions {
+        verify: true,
+        ..Default::default()
+    };
+    let payload = Payload::open(Parts::Single(buf), &opts)?;
+    payload.verify()?;
+    let frames = (0..payload.frames().len() as u32)
+        .map(|i| payload.frames().raw(i).map(|f| f.to_vec()))
+        .collect::<freight_core::Result<_>>()?;
+    Ok((frames, payload.walk()?.nodes))
 }
 
 fn frames_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {

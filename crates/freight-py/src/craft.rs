@@ -1,12 +1,13 @@
-//! `_freight._envelope`: wraps a raw node tree and frames in a valid envelope (checksums
-//! included). For tests and fuzzers that need payloads the encoder would never write, to check
-//! that the decoder refuses them cleanly.
+//! `_freight._envelope` (built with the `testing` feature only): wraps a raw node tree and
+//! frames in a valid envelope (checksums included), for tests and fuzzers that need payloads
+//! the encoder would never write, to check that the decoder refuses them cleanly.
 
 use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::buffer::RawBuffer;
+use crate::errors::Error;
 
 #[pyfunction]
 #[pyo3(signature = (tree, frames=Vec::new(), tags=Vec::new(), needs_pickle=false))]
@@ -38,6 +39,6 @@ pub fn _envelope<'py>(
     let mut out = vec![0u8; writer.total_len()];
     writer
         .write_contiguous(&mut out, &slices)
-        .map_err(|e| crate::errors::SerializationError::new_err(e.to_string()))?;
+        .map_err(|e| Error::Encode(e.to_string()))?;
     Ok(PyBytes::new(py, &out))
 }

@@ -1,42 +1,144 @@
-//! Error mapping. The exception classes are defined once, in `python/freight/exceptions.py`,
-//! and imported here; each core error variant maps to exactly one of them.
+//! Errors, mapped once. Every fallible function of the bindings returns `Result<T>` (this
+//! module's `Error`) and uses `?`; the one `impl From<Error> for PyErr` below picks the class
+//! from `freight.exceptions` (defined once in Python and imported here). obstore's
+//! `PyObjectStoreError` is the model.
 
 use pyo3::prelude::*;
 
 pyo3::import_exception!(freight.exceptions, SerializationError);
 pyo3::import_exception!(freight.exceptions, DeserializationError);
-pyo3::import_exception!(freight.exceptions, UnknownTagError);
 pyo3::import_exception!(freight.exceptions, IntegrityError);
 pyo3::import_exception!(freight.exceptions, UnsafePayloadError);
 pyo3::import_exception!(freight.exceptions, FormatVersionError);
 pyo3::import_exception!(freight.exceptions, MissingDependencyError);
 
-/// A core (format) error raised while reading a payload.
-pub fn decode_error(err: freight_core::Error) -> PyErr {
-    let msg = err.to_string();
-    if err.is_integrity() {
-        return IntegrityError::new_err(msg);
-    }
-    match err {
-        freight_core::Error::UnsupportedVersion { .. } => FormatVersionError::new_err(msg),
-        _ => DeserializationError::new_err(msg),
+/// Everything that can go wrong in the bindings. The direction (encoding or decoding) is part
+/// of each variant, so the mapping needs no context.
+#[derive(Debug)]
+pub enum Error {
+    /// A payload that does not read (decoding): the core's variant picks the class.
+    Core(freight_core::Error),
+    /// An exception raised by Python code or PyO3, passed on as it is.
+    Py(PyErr),
+    /// Encoding failed: `SerializationError`.
+    Encode(String),
+    /// Decoding failed for a reason that is not the payload's bytes (a bad argument).
+    Decode(String),
+    /// Decoding would run code that `allow_pickle=False` refuses: `UnsafePayloadError`.
+    Unsafe(String),
+    /// Decoding needs a library that is not installed: `MissingDependencyError`.
+    Missing(String),
+    /// Python code raised while freight decoded (numpy on a dtype, a serializer, a constructor
+    /// on a malformed value): `DeserializationError` with the exception as its `__cause__`.
+    Decoding { msg: String, cause: PyErr },
+    /// Python code raised while freight encoded: `SerializationError` with the cause.
+    Encoding { msg: String, cause: PyErr },
+    /// The native walker cannot encode this payload: it goes through the pickle bridge
+    /// instead. Handled inside the encoder; never reaches Python.
+    Unsupported,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl From<freight_core::Error> for Error {
+    fn from(err: freight_core::Error) -> Self {
+        Error::Core(err)
     }
 }
 
-/// Wraps an exception raised while decoding (by numpy, by a serializer, by the interpreter when
-/// a payload is malformed) as a DeserializationError whose `__cause__` is the original, unless
-/// it already is a freight error.
-pub fn wrap_decode(py: Python<'_>, err: PyErr, what: &str) -> PyErr {
-    // KeyboardInterrupt, SystemExit and the like are not decoding failures: let them through.
-    // A Rust panic inside another PyO3 library (polars on malformed metadata) is one.
+impl From<PyErr> for Error {
+    fn from(err: PyErr) -> Self {
+        Error::Py(err)
+    }
+}
+
+impl From<pyo3::CastError<'_, '_>> for Error {
+    fn from(err: pyo3::CastError<'_, '_>) -> Self {
+        Error::Py(err.into())
+    }
+}
+
+impl From<pyo3::CastIntoError<'_>> for Error {
+    fn from(err: pyo3::CastIntoError<'_>) -> Self {
+        Error::Py(err.into())
+    }
+}
+
+fn with_cause(new: PyErr, cause: PyErr) -> PyErr {
+    Python::attach(|py| new.set_cause(py, Some(cause)));
+    new
+}
+
+impl From<Error> for PyErr {
+    fn from(err: Error) -> PyErr {
+        match err {
+            Error::Core(err) => {
+                let msg = err.to_string();
+                if err.is_integrity() {
+                    IntegrityError::new_err(msg)
+                } else if matches!(err, freight_core::Error::UnsupportedVersion { .. }) {
+                    FormatVersionError::new_err(msg)
+                } else {
+                    DeserializationError::new_err(msg)
+                }
+            }
+            Error::Py(err) => err,
+            Error::Encode(msg) => SerializationError::new_err(msg),
+            Error::Decode(msg) => DeserializationError::new_err(msg),
+            Error::Unsafe(msg) => UnsafePayloadError::new_err(msg),
+            Error::Missing(msg) => MissingDependencyError::new_err(msg),
+            Error::Decoding { msg, cause } => with_cause(DeserializationError::new_err(msg), cause),
+            Error::Encoding { msg, cause } => with_cause(SerializationError::new_err(msg), cause),
+            Error::Unsupported => SerializationError::new_err(
+                "internal error: the native encoder gave up outside of a payload it could hand to pickle",
+            ),
+        }
+    }
+}
+
+impl Error {
+    /// A corrupt-payload error (the core's wording: "corrupt freight payload: ...").
+    pub fn corrupt(msg: impl Into<String>) -> Self {
+        Error::Core(freight_core::Error::corrupt(msg))
+    }
+}
+
+/// Attaches "what was being decoded" to exceptions Python code raised while decoding.
+pub trait Decoding<T> {
+    /// A `DeserializationError` naming `what`, whose `__cause__` is the original exception;
+    /// freight's own errors, and interrupts (KeyboardInterrupt, SystemExit), pass through.
+    fn decoding(self, what: &str) -> Result<T>;
+}
+
+impl<T> Decoding<T> for PyResult<T> {
+    #[inline]
+    fn decoding(self, what: &str) -> Result<T> {
+        self.map_err(|err| Python::attach(|py| decoding(py, err, what)))
+    }
+}
+
+impl<T> Decoding<T> for Result<T> {
+    #[inline]
+    fn decoding(self, what: &str) -> Result<T> {
+        self.map_err(|err| match err {
+            Error::Py(err) => Python::attach(|py| decoding(py, err, what)),
+            other => other,
+        })
+    }
+}
+
+fn decoding(py: Python<'_>, err: PyErr, what: &str) -> Error {
+    // A Rust panic inside another PyO3 library (polars on malformed metadata) is a decoding
+    // failure too; other BaseExceptions are not.
     if is_freight_error(py, &err)
         || !(err.is_instance_of::<pyo3::exceptions::PyException>(py) || is_rust_panic(py, &err))
     {
-        return err;
+        return Error::Py(err);
     }
-    let new = DeserializationError::new_err(format!("cannot decode {what}: {}", err.value(py)));
-    new.set_cause(py, Some(err));
-    new
+    Error::Decoding {
+        msg: format!("cannot decode {what}: {}", err.value(py)),
+        cause: err,
+    }
 }
 
 /// Whether `err` is a PanicException of some PyO3 library: each defines its own class
@@ -51,27 +153,6 @@ fn is_rust_panic(py: Python<'_>, err: &PyErr) -> bool {
     named("__module__", "pyo3_runtime") && named("__name__", "PanicException")
 }
 
-pub fn is_freight_error(py: Python<'_>, err: &PyErr) -> bool {
+fn is_freight_error(py: Python<'_>, err: &PyErr) -> bool {
     err.is_instance_of::<SerializationError>(py) || err.is_instance_of::<DeserializationError>(py)
 }
-
-/// Internal result of the encoder: either a Python error, or `Unsupported`, which means "the
-/// native walker cannot encode this payload; encode it through the pickle bridge".
-pub enum EncodeError {
-    Unsupported,
-    Py(PyErr),
-}
-
-impl From<PyErr> for EncodeError {
-    fn from(err: PyErr) -> Self {
-        EncodeError::Py(err)
-    }
-}
-
-impl From<pyo3::CastError<'_, '_>> for EncodeError {
-    fn from(err: pyo3::CastError<'_, '_>) -> Self {
-        EncodeError::Py(err.into())
-    }
-}
-
-pub type EncodeResult<T> = Result<T, EncodeError>;

@@ -1,27 +1,36 @@
-//! `inspect`: what a payload holds, read from its header and a Python-free walk of its tree,
-//! without decoding (and so without running) anything.
+//! `inspect` and `verify`: what a payload holds and whether it is intact, read through
+//! freight-core's `Payload::open` (the same checks `loads` makes) and a Python-free walk of its
+//! tree, without decoding (and so without running) anything.
 
-use freight_core::envelope::{self, Header, Limits};
-use freight_core::{checksum, walk};
+use freight_core::bits::{codec, flags};
+use freight_core::envelope::Limits;
+use freight_core::{OpenOptions, Parts, Payload};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::buffer::RawBuffer;
-use crate::errors::decode_error;
+use crate::decode::input::{export_parts, open, Input};
+use crate::errors::Result;
 
-fn describe<'py>(
-    py: Python<'py>,
-    header: &Header<'_>,
-    frames: &[&[u8]],
-    offsets: &[usize],
-    total: usize,
-) -> PyResult<Bound<'py, PyDict>> {
+/// Opens a buffer or a list of buffers with the default limits, checking no signature.
+fn open_any(py: Python<'_>, data: &Bound<'_, PyAny>) -> Result<Payload<Input>> {
+    let parts: Parts<Input> = export_parts(data, true)?;
+    let opts = OpenOptions {
+        keys: &[],
+        limits: Limits::default(),
+        verify: true,
+    };
+    open(py, parts, &opts)
+}
+
+fn describe<'py>(py: Python<'py>, payload: &Payload<Input>) -> Result<Bound<'py, PyDict>> {
+    let header = payload.header();
     let out = PyDict::new(py);
     out.set_item("format_version", header.version)?;
+    out.set_item("flags", flags::names(header.flags))?;
     out.set_item("needs_pickle", header.needs_pickle())?;
     out.set_item("signed", header.signed())?;
     out.set_item("header_length", header.len)?;
-    out.set_item("total_length", total)?;
+    out.set_item("total_length", payload.total_len())?;
     out.set_item("tags", PyList::new(py, &header.tags)?)?;
     let versions = PyDict::new(py);
     for (name, version) in &header.versions {
@@ -29,45 +38,31 @@ fn describe<'py>(
     }
     out.set_item("producer", versions)?;
     let list = PyList::empty(py);
-    for (i, (info, data)) in header.frames.iter().zip(frames).enumerate() {
-        let frame = PyDict::new(py);
-        frame.set_item("index", i)?;
-        frame.set_item("offset", offsets.get(i).copied())?;
-        frame.set_item("length", info.raw_len)?;
-        frame.set_item("stored_length", info.stored_len)?;
-        frame.set_item("codec", freight_core::compress::Codec::name_of(info.codec))?;
-        frame.set_item("shuffle", info.shuffle)?;
-        frame.set_item(
-            "ratio",
-            if info.raw_len == 0 {
-                1.0
-            } else {
-                info.stored_len as f64 / info.raw_len as f64
-            },
-        )?;
-        frame.set_item("block_checksum", info.block_checksum)?;
-        match info.checksum {
-            Some(stored) => {
-                let block = info.block_checksum;
-                let ok = py.detach(|| checksum::frame_checksum(data, block)) == stored;
-                frame.set_item("checksum", format!("{stored:016x}"))?;
-                frame.set_item("checksum_ok", ok)?;
-            }
-            None => {
-                frame.set_item("checksum", py.None())?;
-                frame.set_item("checksum_ok", py.None())?;
-            }
-        }
-        list.append(frame)?;
+    for (i, frame) in payload.frames().iter().enumerate() {
+        let info = frame.info();
+        let entry = PyDict::new(py);
+        entry.set_item("index", i)?;
+        entry.set_item("offset", payload.is_single().then(|| frame.range().start))?;
+        entry.set_item("length", info.raw_len)?;
+        entry.set_item("stored_length", info.stored_len)?;
+        entry.set_item("codec", codec::name(info.codec))?;
+        entry.set_item("shuffle", info.shuffle)?;
+        let ratio = if info.raw_len == 0 {
+            1.0
+        } else {
+            info.stored_len as f64 / info.raw_len as f64
+        };
+        entry.set_item("ratio", ratio)?;
+        entry.set_item("block_checksum", info.block_checksum)?;
+        entry.set_item("checksum", info.checksum.map(|c| format!("{c:016x}")))?;
+        entry.set_item("checksum_ok", py.detach(|| frame.checksum_ok()))?;
+        list.append(entry)?;
     }
     out.set_item("frames", list)?;
     let tree = PyDict::new(py);
-    match walk::walk_tree(
-        header.tree,
-        header.frames.len() as u32,
-        header.tags.len() as u32,
-    ) {
+    match payload.walk() {
         Ok(summary) => {
+            tree.set_item("ok", true)?;
             tree.set_item("nodes", summary.nodes)?;
             tree.set_item("max_depth", summary.max_depth)?;
             tree.set_item("pickle_nodes", summary.pickle_nodes)?;
@@ -76,19 +71,19 @@ fn describe<'py>(
                 tags.set_item(name, count)?;
             }
             tree.set_item("node_tags", tags)?;
-            tree.set_item("ok", true)?;
         }
         Err(err) => {
             tree.set_item("ok", false)?;
             tree.set_item("error", err.to_string())?;
         }
     }
-    tree.set_item("length", header.tree.len())?;
+    tree.set_item("length", payload.tree().len())?;
     out.set_item("tree", tree)?;
     Ok(out)
 }
 
-/// Describes a payload given as one buffer.
+/// Describes a payload given as one buffer or as a list of buffers (`dumps_frames` output);
+/// with a key, says whether the signature matches (`signature_ok`).
 #[pyfunction]
 #[pyo3(signature = (data, key=None))]
 pub fn inspect<'py>(
@@ -96,73 +91,41 @@ pub fn inspect<'py>(
     data: &Bound<'py, PyAny>,
     key: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let input = crate::decode::export_input(data)?;
-    let buf = input.as_slice();
-    let header = envelope::parse_header(buf, &Limits::default()).map_err(decode_error)?;
-    let ranges = envelope::locate_frames(&header, buf).map_err(decode_error)?;
-    let frames: Vec<&[u8]> = ranges.iter().map(|r| &buf[r.clone()]).collect();
-    let offsets: Vec<usize> = ranges.iter().map(|r| r.start).collect();
-    let out = describe(py, &header, &frames, &offsets, buf.len())?;
-    signature_status(py, &out, key, || {
-        let keys = crate::options::keys(key.expect("checked"))?;
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        Ok(envelope::verify_signature(buf, &refs).is_ok())
-    })?;
+    let payload = open_any(py, data)?;
+    let out = describe(py, &payload)?;
+    let signature_ok = match key.filter(|k| !k.is_none()) {
+        Some(key) => {
+            let keys = crate::options::keys(key)?;
+            Some(py.detach(|| payload.check_signature(&keys)).is_ok())
+        }
+        None => None,
+    };
+    out.set_item("signature_ok", signature_ok)?;
     Ok(out)
 }
 
-/// Adds "signature_ok" (None without a key) to an inspect result.
-fn signature_status(
-    py: Python<'_>,
-    out: &Bound<'_, PyDict>,
-    key: Option<&Bound<'_, PyAny>>,
-    check: impl FnOnce() -> PyResult<bool>,
-) -> PyResult<()> {
-    match key {
-        Some(_) => out.set_item("signature_ok", check()?),
-        None => out.set_item("signature_ok", py.None()),
-    }
-}
-
-/// Describes a payload given as a list of buffers (`dumps_frames` output).
+/// Checks everything that can be checked without decoding: the signature (given a key), the
+/// header, the frame table and lengths, every frame checksum, every compressed frame's block
+/// table and the tree's structure. Raises the error `loads` would raise for the first problem.
 #[pyfunction]
-#[pyo3(signature = (parts, key=None))]
-pub fn inspect_frames<'py>(
-    py: Python<'py>,
-    parts: &Bound<'py, PyList>,
-    key: Option<&Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyDict>> {
-    if parts.is_empty() {
-        return Err(crate::errors::DeserializationError::new_err(
-            "inspect needs at least the header buffer",
-        ));
-    }
-    let head = crate::decode::export_input(&parts.get_item(0)?)?;
-    let header =
-        envelope::parse_header(head.as_slice(), &Limits::default()).map_err(decode_error)?;
-    let mut owned: Vec<RawBuffer> = Vec::new();
-    for i in 1..parts.len() {
-        owned.push(crate::decode::export_input(&parts.get_item(i)?)?);
-    }
-    let signature = if header.signed() { owned.pop() } else { None };
-    if owned.len() != header.frames.len() {
-        return Err(crate::errors::DeserializationError::new_err(format!(
-            "the header lists {} frames but {} buffers follow it",
-            header.frames.len(),
-            owned.len()
-        )));
-    }
-    let frames: Vec<&[u8]> = owned.iter().map(RawBuffer::as_slice).collect();
-    let total = head.len() + frames.iter().map(|f| f.len()).sum::<usize>();
-    let out = describe(py, &header, &frames, &[], total)?;
-    signature_status(py, &out, key, || {
-        let keys = crate::options::keys(key.expect("checked"))?;
-        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        let mut covered: Vec<&[u8]> = vec![head.as_slice()];
-        covered.extend(&frames);
-        Ok(signature
-            .as_ref()
-            .is_some_and(|s| freight_core::sign::verify(&refs, &covered, s.as_slice())))
-    })?;
-    Ok(out)
+#[pyo3(signature = (data, key=None))]
+pub fn verify(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    key: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let keys = match key {
+        Some(key) => crate::options::keys(key)?,
+        None => Vec::new(),
+    };
+    let parts = export_parts(data, true)?;
+    let opts = OpenOptions {
+        keys: &keys,
+        limits: Limits::default(),
+        verify: true,
+    };
+    let payload = open(py, parts, &opts)?;
+    py.detach(|| payload.verify())
+        .map_err(crate::errors::Error::from)?;
+    Ok(())
 }

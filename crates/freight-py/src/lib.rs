@@ -1,29 +1,28 @@
-//! freight._freight: the Python bindings. Object-graph walk, type dispatch, buffers, the pickle
-//! bridge and error mapping; every byte layout lives in freight-core.
+//! freight._freight: the Python bindings. An encode side (object-graph walk, type dispatch,
+//! the pickler's hook, compression policy) and a decode side (opening payloads through
+//! freight-core, rebuilding objects, the unpickler's hook) that do not import each other;
+//! errors mapped once (errors.rs). Every byte layout and every check of a payload's bytes
+//! lives in freight-core.
 
 mod buffer;
 mod checks;
 mod codec;
-mod compression;
+#[cfg(feature = "testing")]
 mod craft;
 mod decode;
-mod dispatch;
 mod encode;
-mod encode_state;
 mod errors;
-mod ext;
 mod inspect;
 mod limits;
-mod numpy;
 mod options;
-mod payload;
-mod pickle_bridge;
-mod stdlib;
 mod types;
 
 use pyo3::prelude::*;
 
-#[pymodule]
+/// Free-threaded builds: not declared safe yet. The codec keeps per-call state in `RefCell`s
+/// reached from Python callbacks (the pickle hooks) and the registry's views are plain dicts
+/// mutated by Python; both assume the GIL serialises calls.
+#[pymodule(gil_used = true)]
 fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("FORMAT_VERSION", freight_core::envelope::VERSION)?;
@@ -31,12 +30,13 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
     m.add_class::<codec::Codec>()?;
     m.add_class::<buffer::FrameBuffer>()?;
-    m.add_class::<pickle_bridge::PickleSink>()?;
-    m.add_class::<pickle_bridge::PickleSource>()?;
-    m.add_class::<pickle_bridge::ChainedReduce>()?;
+    m.add_class::<encode::pickle_sink::PickleSink>()?;
+    m.add_class::<encode::pickle_sink::ChainedReduce>()?;
+    m.add_class::<decode::pickle_source::PickleSource>()?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
-    m.add_function(wrap_pyfunction!(inspect::inspect_frames, m)?)?;
-    m.add_function(wrap_pyfunction!(craft::_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;
+    #[cfg(feature = "testing")]
+    m.add_function(wrap_pyfunction!(craft::_envelope, m)?)?;
     Ok(())
 }

@@ -1,32 +1,32 @@
 //! Option values as users write them in Python (`compression="zstd"`, `key=b"..."`), checked
 //! and turned into Rust values once, when a `Freight` is built or a call overrides them.
 
-use freight_core::compress::Codec as Algo;
+use freight_core::compress::Algorithm;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
-use crate::errors::SerializationError;
+use crate::errors::{Error, Result};
 
 /// What `compression=` asks for.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Compression {
     None,
-    Fixed(Algo),
+    Fixed(Algorithm),
     /// Per frame, from samples: lz4 when it pays, nothing otherwise.
     Auto,
 }
 
 const ZSTD_DEFAULT_LEVEL: i32 = 3;
 
-fn bad_compression(obj: &Bound<'_, PyAny>) -> PyErr {
-    SerializationError::new_err(format!(
+fn bad_compression(obj: &Bound<'_, PyAny>) -> Error {
+    Error::Encode(format!(
         "compression must be None, \"none\", \"lz4\", \"zstd\", (\"zstd\", level) with level -7..22, or \"auto\"; got {}",
         obj.repr().map(|r| r.to_string()).unwrap_or_default()
     ))
 }
 
 /// Parses `compression=`: None / "none", "lz4", "zstd", ("zstd", level), ("lz4", _), "auto".
-pub fn compression(obj: &Bound<'_, PyAny>) -> PyResult<Compression> {
+pub fn compression(obj: &Bound<'_, PyAny>) -> Result<Compression> {
     if obj.is_none() {
         return Ok(Compression::None);
     }
@@ -51,17 +51,17 @@ pub fn compression(obj: &Bound<'_, PyAny>) -> PyResult<Compression> {
     match (name.as_str(), level) {
         ("none", None) => Ok(Compression::None),
         ("auto", None) => Ok(Compression::Auto),
-        ("lz4", _) => Ok(Compression::Fixed(Algo::Lz4)),
-        ("zstd", None) => Ok(Compression::Fixed(Algo::Zstd(ZSTD_DEFAULT_LEVEL))),
+        ("lz4", _) => Ok(Compression::Fixed(Algorithm::Lz4)),
+        ("zstd", None) => Ok(Compression::Fixed(Algorithm::Zstd(ZSTD_DEFAULT_LEVEL))),
         ("zstd", Some(level)) if (-7..=22).contains(&level) => {
-            Ok(Compression::Fixed(Algo::Zstd(level)))
+            Ok(Compression::Fixed(Algorithm::Zstd(level)))
         }
         _ => Err(bad_compression(obj)),
     }
 }
 
 /// Parses `key=`: None, a bytes-like key, or (to load) a list or tuple of keys for rotation.
-pub fn keys(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
+pub fn keys(obj: &Bound<'_, PyAny>) -> Result<Vec<Vec<u8>>> {
     if obj.is_none() {
         return Ok(Vec::new());
     }
@@ -73,8 +73,9 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
         };
     if items.is_empty() {
         // An empty list must not quietly mean "no key": that would switch verification off.
-        return Err(SerializationError::new_err(
-            "key= got an empty list of keys; pass at least one key, or key=None to not sign or verify",
+        return Err(Error::Encode(
+            "key= got an empty list of keys; pass at least one key, or key=None to not sign or verify"
+                .to_owned(),
         ));
     }
     let mut keys = Vec::with_capacity(items.len());
@@ -85,14 +86,16 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
             crate::buffer::RawBuffer::simple(&item)
                 .map(|buf| buf.as_slice().to_vec())
                 .map_err(|_| {
-                    SerializationError::new_err(
-                        "a key must be bytes (or a list of bytes to accept several on load)",
+                    Error::Encode(
+                        "a key must be bytes (or a list of bytes to accept several on load)"
+                            .to_owned(),
                     )
                 })?
         };
         if key.is_empty() {
-            return Err(SerializationError::new_err(
-                "an empty key signs nothing: use a long random secret (32 bytes or more)",
+            return Err(Error::Encode(
+                "an empty key signs nothing: use a long random secret (32 bytes or more)"
+                    .to_owned(),
             ));
         }
         keys.push(key);

@@ -122,3 +122,19 @@ pub fn cloudpickle_version(py: Python<'_>) -> PyResult<&str> {
         })?
         .as_str())
 }
+
+static NUMPY_HELPER: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// freight.serializers.numpy (imports numpy): dtype wire forms, array views and allocation.
+pub fn numpy_helper(py: Python<'_>) -> crate::errors::Result<&Bound<'_, PyModule>> {
+    freight_module(py, &NUMPY_HELPER, "freight.serializers.numpy").map_err(|err| {
+        if err.is_instance_of::<pyo3::exceptions::PyImportError>(py) {
+            crate::errors::Error::Missing(
+                "the payload holds numpy arrays but numpy is not installed; install it with: pip install 'freight[numpy]'"
+                    .to_owned(),
+            )
+        } else {
+            err.into()
+        }
+    })
+}

@@ -8,8 +8,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::buffer::RawBuffer;
-use crate::encode::{refcnt, FrameSource, Walker, FRAME_MIN};
-use crate::errors::{EncodeResult, SerializationError};
+use crate::encode::state::FrameSource;
+use crate::encode::walker::{refcnt, Walker, FRAME_MIN};
+use crate::errors::{Error, Result};
 
 impl<'py> Walker<'_, 'py> {
     /// An object handled by a registered serializer.
@@ -18,7 +19,7 @@ impl<'py> Walker<'_, 'py> {
         obj: &Bound<'py, PyAny>,
         entry: &Bound<'py, PyAny>,
         shared: bool,
-    ) -> EncodeResult<()> {
+    ) -> Result<()> {
         let py = self.py;
         let ptr = obj.as_ptr();
         if self.memo_seen(ptr, shared, false)? {
@@ -44,20 +45,19 @@ impl<'py> Walker<'_, 'py> {
         self.w.ext_begin(tag_index);
         self.keep_alive.push(meta.clone());
         let meta_shared = refcnt(meta.as_ptr()) > 2;
-        let was_external = self.external;
-        self.external = true;
+        let was_in_metadata = self.in_metadata;
+        self.in_metadata = true;
         let walked = self.nested(|this| this.walk(&meta, meta_shared));
-        self.external = was_external;
+        self.in_metadata = was_in_metadata;
         walked?;
         let mut indices = Vec::with_capacity(frames.len());
         for frame in frames.iter() {
-            let buf = RawBuffer::simple(&frame).map_err(|e| {
-                let err = SerializationError::new_err(format!(
+            let buf = RawBuffer::simple(&frame).map_err(|cause| Error::Encoding {
+                msg: format!(
                     "serializer {tag:?} returned a frame of type {} that is not a contiguous buffer",
                     frame.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                ));
-                err.set_cause(py, Some(e));
-                err
+                ),
+                cause,
             })?;
             indices.push(self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?);
         }
@@ -68,7 +68,7 @@ impl<'py> Walker<'_, 'py> {
 
     /// Inside a serializer's metadata, a value freight cannot encode natively (the values of an
     /// object column, say) is pickled on its own, in place; the payload then needs pickle.
-    pub(crate) fn island(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    pub(crate) fn island(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         let out = crate::types::pickle_bridge(self.py)?
             .getattr(pyo3::intern!(self.py, "dump_island"))?
             .call1((obj,))?;

@@ -1,25 +1,22 @@
-//! The Rust half of the pickle bridge (the Python half is python/freight/_pickle.py).
+//! The encode half of the pickle bridge (the Python half is python/freight/_pickle.py).
 //!
-//! `PickleSink` is the pickler's `persistent_id` and `buffer_callback`: arrays, registered types
-//! and large bytes found anywhere in the graph become freight nodes ("externals") and frames.
-//! `PickleSource` is the unpickler's `persistent_load`: it decodes those externals, once each,
-//! so identity holds.
+//! `PickleSink` is the pickler's `reducer_override` (or `persistent_id`) and `buffer_callback`:
+//! arrays, registered types and large bytes found anywhere in the graph become freight nodes
+//! ("externals") and frames. The decode half is decode/pickle_source.rs.
 
 use std::cell::RefCell;
-use std::rc::Rc;
 use std::sync::Arc;
 
-use pyo3::exceptions::PyException;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyString, PyTuple, PyType};
 
 use crate::buffer::RawBuffer;
-use crate::decode::{decode_external, DecodeCtx, Memo};
-use crate::dispatch::DispatchRefs;
-use crate::encode::{EncodeState, FrameSource, MemoState, Walker, FRAME_MIN};
-use crate::errors::{DeserializationError, EncodeError};
+use crate::encode::dispatch::{is_pickle_atomic_type, DispatchRefs};
+use crate::encode::state::{EncodeState, FrameSource};
+use crate::encode::walker::{MemoState, Walker, FRAME_MIN};
+use crate::errors::Result;
 use crate::types::{ndarray_type, std_types};
 use freight_core::ptrmap::PtrMap;
 
@@ -151,7 +148,7 @@ impl PickleSink {
     #[getter]
     fn needs_persistent_id(&self, py: Python<'_>) -> PyResult<bool> {
         for ty in self.dispatch.bind(py).types.keys() {
-            if crate::encode::is_pickle_atomic_type(py, &ty) {
+            if is_pickle_atomic_type(py, &ty) {
                 return Ok(true);
             }
         }
@@ -160,13 +157,13 @@ impl PickleSink {
 
     /// pickle's `persistent_id` hook: the external's id, or None.
     fn persistent_id(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
-        self.external(py, obj)
+        Ok(self.external(py, obj)?)
     }
 
     /// pickle's `reducer_override` hook: `(freight._pickle._external, (id,))` for objects freight
     /// encodes itself, NotImplemented for the rest.
     fn reduce<'py>(&self, py: Python<'py>, obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        self.reduce_or(py, obj, None)
+        Ok(self.reduce_or(py, obj, None)?)
     }
 
     /// Protocol-5 out-of-band buffers become frames. Returning False keeps them out of band.
@@ -183,11 +180,7 @@ impl PickleSink {
             RawBuffer::simple(copy.as_any())
         })?;
         let mut inner = self.inner.borrow_mut();
-        let index = match inner.state.add_frame(FrameSource::Buffer(Arc::new(raw))) {
-            Ok(index) => index,
-            Err(EncodeError::Py(err)) => return Err(err),
-            Err(EncodeError::Unsupported) => unreachable!(),
-        };
+        let index = inner.state.add_frame(FrameSource::Buffer(Arc::new(raw)))?;
         inner.buffers.push(index);
         Ok(false)
     }
@@ -218,7 +211,7 @@ impl ChainedReduce {
         obj: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let fallback = self.fallback.borrow().as_ref().map(|f| f.bind(py).clone());
-        self.sink.borrow(py).reduce_or(py, obj, fallback.as_ref())
+        Ok(self.sink.borrow(py).reduce_or(py, obj, fallback.as_ref())?)
     }
 
     fn close(&self) {
@@ -232,7 +225,7 @@ impl PickleSink {
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
         fallback: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
+    ) -> Result<Bound<'py, PyAny>> {
         match self.external(py, obj)? {
             Some(pid) => {
                 let loader = EXTERNAL_LOADER.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
@@ -247,7 +240,7 @@ impl PickleSink {
                 .into_any())
             }
             None => match fallback {
-                Some(fallback) => fallback.call1((obj,)),
+                Some(fallback) => Ok(fallback.call1((obj,))?),
                 None => Ok(py.NotImplemented().into_bound(py)),
             },
         }
@@ -257,7 +250,7 @@ impl PickleSink {
 static EXTERNAL_LOADER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 impl PickleSink {
-    fn external(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+    fn external(&self, py: Python<'_>, obj: &Bound<'_, PyAny>) -> Result<Option<u32>> {
         // The common case, first and cheap: nothing registered, not an array, and (with
         // cloudpickle) no by-reference check to make.
         let ptr = obj.as_ptr();
@@ -301,7 +294,7 @@ impl PickleSink {
             None if !is_big_bytes && !is_array && !plain => {
                 if !self.inner.borrow().cloud {
                     if let Some(why) = by_reference_fails(py, obj)? {
-                        return Err(needs_cloudpickle(py, why.to_owned()));
+                        return Err(needs_cloudpickle(py, why.to_owned()).into());
                     }
                 }
                 dispatch.slow(obj)?
@@ -321,7 +314,7 @@ impl PickleSink {
         let mut walker = Walker::with_memo(py, &dispatch, &mut inner.state, true, memo);
         let handled = match &entry {
             Some(entry) => walker.ext(obj, entry, true).map(|()| true),
-            None if is_array => match crate::numpy::array_wire(&mut walker, obj) {
+            None if is_array => match walker.array_wire(obj) {
                 Ok(Some(wire)) => walker.array(obj, &wire, true).map(|()| true),
                 Ok(None) => Ok(false),
                 Err(err) => Err(err),
@@ -330,76 +323,13 @@ impl PickleSink {
         };
         let (tree, memo) = walker.into_parts();
         inner.memo = memo;
-        let handled = match handled {
-            Ok(handled) => handled,
-            Err(EncodeError::Py(err)) => return Err(err),
-            Err(EncodeError::Unsupported) => {
-                unreachable!("external walks report errors, not Unsupported")
-            }
-        };
-        if !handled {
+        // Walks inside the pickler report errors, never Unsupported (see Walker::in_metadata).
+        if !handled? {
             return Ok(None); // an object-dtype array: pickle takes it
         }
         let pid = inner.externals.len() as u32;
         inner.externals.push(tree);
         inner.seen.insert(ptr as usize, (pid, obj.clone().unbind()));
         Ok(Some(pid))
-    }
-}
-
-#[pyclass(module = "freight._freight", unsendable)]
-pub struct PickleSource {
-    ctx: RefCell<Option<Rc<DecodeCtx>>>,
-    externals: Vec<(usize, usize)>,
-    cache: RefCell<Vec<Option<Py<PyAny>>>>,
-    /// One memo scope for all externals, as the encoder wrote them.
-    memo: RefCell<Memo>,
-}
-
-impl PickleSource {
-    pub fn new(ctx: Rc<DecodeCtx>, externals: Vec<(usize, usize)>) -> Self {
-        let n = externals.len();
-        Self {
-            ctx: RefCell::new(Some(ctx)),
-            externals,
-            cache: RefCell::new((0..n).map(|_| None).collect()),
-            memo: RefCell::new(Memo::new()),
-        }
-    }
-
-    /// Ends the source's life: a reference kept by user code can no longer decode.
-    pub fn close(&self) {
-        self.ctx.borrow_mut().take();
-    }
-}
-
-#[pymethods]
-impl PickleSource {
-    fn persistent_load(&self, py: Python<'_>, pid: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let index: usize = pid.extract().map_err(|_| {
-            DeserializationError::new_err(format!(
-                "corrupt freight payload: pickle asked for external {pid}"
-            ))
-        })?;
-        let (offset, len) = *self.externals.get(index).ok_or_else(|| {
-            DeserializationError::new_err(format!(
-                "corrupt freight payload: pickle asked for external {index} but the payload has {}",
-                self.externals.len()
-            ))
-        })?;
-        if let Some(obj) = &self.cache.borrow()[index] {
-            return Ok(obj.clone_ref(py));
-        }
-        let ctx = self
-            .ctx
-            .borrow()
-            .clone()
-            .ok_or_else(|| PyException::new_err("this pickle source is closed"))?;
-        let memo = std::mem::take(&mut *self.memo.borrow_mut());
-        let (obj, memo) = decode_external(py, &ctx, offset, len, memo);
-        *self.memo.borrow_mut() = memo;
-        let obj = obj?.unbind();
-        self.cache.borrow_mut()[index] = Some(obj.clone_ref(py));
-        Ok(obj)
     }
 }

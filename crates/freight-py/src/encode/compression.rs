@@ -2,7 +2,7 @@
 //! compressed (lz4/zstd in parallel blocks, byte-shuffled when that helps), never stored larger
 //! than it is.
 
-use freight_core::compress::{self, Codec as Algo, Decision};
+use freight_core::compress::{self, Algorithm, Decision};
 use freight_core::envelope::FrameLayout;
 
 use crate::options::Compression;
@@ -14,7 +14,7 @@ pub struct Stored {
     pub layout: FrameLayout,
 }
 
-fn compressed(algo: Algo, raw: &[u8], shuffle: Option<usize>) -> Stored {
+fn compressed(algo: Algorithm, raw: &[u8], shuffle: Option<usize>) -> Stored {
     let data = compress::compress(algo, raw, shuffle);
     if data.len() >= raw.len() {
         return Stored {
@@ -56,7 +56,7 @@ pub fn apply(policy: Compression, frames: &[&[u8]], itemsizes: &[u32]) -> Vec<St
                         layout: FrameLayout::raw(raw.len() as u64),
                     },
                     Decision::Compress { shuffle } => {
-                        compressed(Algo::Lz4, raw, if shuffle { itemsize } else { None })
+                        compressed(Algorithm::Lz4, raw, if shuffle { itemsize } else { None })
                     }
                 },
             }

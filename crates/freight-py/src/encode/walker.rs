@@ -3,8 +3,8 @@
 //! Exact-type checks only (a subclass is not its base). Objects referenced more than once
 //! (refcount > 1) are memoized so that shared references and cycles come back as under pickle;
 //! objects referenced once cost no memo work at all. When the walker meets something it cannot
-//! encode natively it returns `EncodeError::Unsupported` and the whole payload goes through the
-//! pickle bridge (see pickle_bridge.rs), which hands arrays and registered types back here.
+//! encode natively it returns `Error::Unsupported` and the whole payload goes through the
+//! pickle bridge (see pickle_sink.rs), which hands arrays and registered types back here.
 
 use std::sync::Arc;
 
@@ -14,9 +14,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use crate::buffer::RawBuffer;
-pub use crate::dispatch::{is_pickle_atomic_type, Dispatch};
-pub use crate::encode_state::{EncodeState, FrameSource};
-use crate::errors::{EncodeError, EncodeResult, SerializationError};
+use crate::encode::dispatch::Dispatch;
+use crate::encode::state::{EncodeState, FrameSource};
+use crate::errors::{Error, Result};
 use crate::limits::{MAX_DEPTH, MAX_HASHABLE_DEPTH, RED_ZONE, STACK_SEGMENT};
 use crate::types::{ndarray_type, std_types};
 use freight_core::ptrmap::SmallPtrMap;
@@ -50,9 +50,10 @@ pub struct Walker<'a, 'py> {
     memo: SmallPtrMap<MemoEntry>,
     pub(crate) next_slot: u32,
     pub(crate) depth: usize,
-    /// Inside a pickle external (an array or registered object found by the pickler): anything
-    /// unsupported is an error, not a reason to fall back.
-    pub(crate) external: bool,
+    /// Inside a serializer's metadata or a pickle external (an array or registered object the
+    /// pickler handed over): anything unsupported is an error or a pickle island there, not a
+    /// reason to give the whole payload to pickle.
+    pub(crate) in_metadata: bool,
     pub(crate) overrides: bool,
     /// Objects created during the walk (serializer metadata): kept alive so that their
     /// addresses, used as memo keys, are not reused within this walk.
@@ -72,7 +73,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         py: Python<'py>,
         dispatch: &'a Dispatch<'py>,
         state: &'a mut EncodeState,
-        external: bool,
+        in_metadata: bool,
     ) -> Self {
         // Only registrations for natively encoded types need a lookup of every object; others
         // are found when the walker meets an object it has no native encoding for.
@@ -85,7 +86,7 @@ impl<'a, 'py> Walker<'a, 'py> {
             memo: SmallPtrMap::default(),
             next_slot: 0,
             depth: 0,
-            external,
+            in_metadata,
             overrides,
             keep_alive: Vec::new(),
             hashable_depth: 0,
@@ -97,10 +98,10 @@ impl<'a, 'py> Walker<'a, 'py> {
         py: Python<'py>,
         dispatch: &'a Dispatch<'py>,
         state: &'a mut EncodeState,
-        external: bool,
+        in_metadata: bool,
         memo: MemoState,
     ) -> Self {
-        let mut walker = Self::new(py, dispatch, state, external);
+        let mut walker = Self::new(py, dispatch, state, in_metadata);
         walker.memo = memo.map;
         walker.next_slot = memo.next_slot;
         walker.keep_alive = memo
@@ -133,7 +134,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         ptr: *mut ffi::PyObject,
         shared: bool,
         done: bool,
-    ) -> EncodeResult<bool> {
+    ) -> Result<bool> {
         if !shared {
             return Ok(false);
         }
@@ -165,20 +166,20 @@ impl<'a, 'py> Walker<'a, 'py> {
         }
     }
 
-    pub(crate) fn unsupported<T>(&self, what: &str) -> EncodeResult<T> {
-        if self.external {
-            Err(EncodeError::Py(SerializationError::new_err(format!(
+    pub(crate) fn unsupported<T>(&self, what: &str) -> Result<T> {
+        if self.in_metadata {
+            Err(Error::Encode(format!(
                 "cannot encode {what} inside a serializer's metadata; metadata must hold only builtins, \
                  numpy arrays and registered types"
-            ))))
+            )))
         } else {
-            Err(EncodeError::Unsupported)
+            Err(Error::Unsupported)
         }
     }
 
     /// Walks one object. `shared`: whether anything else may reference it (refcount > 1 as seen
     /// from its container), which decides whether it is memoized.
-    pub fn walk(&mut self, obj: &Bound<'py, PyAny>, shared: bool) -> EncodeResult<()> {
+    pub fn walk(&mut self, obj: &Bound<'py, PyAny>, shared: bool) -> Result<()> {
         let ptr = obj.as_ptr();
         // SAFETY: reading the type of a live object.
         let ty = unsafe { ffi::Py_TYPE(ptr) };
@@ -227,15 +228,12 @@ impl<'a, 'py> Walker<'a, 'py> {
     /// Runs a container's walk one level deeper, growing the stack when it runs low so that
     /// deep nesting neither overflows nor needs a small limit.
     #[inline]
-    pub(crate) fn nested(
-        &mut self,
-        f: impl FnOnce(&mut Self) -> EncodeResult<()>,
-    ) -> EncodeResult<()> {
+    pub(crate) fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(EncodeError::Py(SerializationError::new_err(format!(
+            return Err(Error::Encode(format!(
                 "the object nests deeper than {MAX_DEPTH} levels; flatten it before serializing"
-            ))));
+            )));
         }
         let out = stacker::maybe_grow(RED_ZONE, STACK_SEGMENT, || f(self));
         self.depth -= 1;
@@ -244,7 +242,7 @@ impl<'a, 'py> Walker<'a, 'py> {
 
     /// `nested`, for a tuple or frozenset: counts them, and past MAX_HASHABLE_DEPTH leaves the
     /// payload to pickle (the decoder would refuse it).
-    fn hashable(&mut self, f: impl FnOnce(&mut Self) -> EncodeResult<()>) -> EncodeResult<()> {
+    fn hashable(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if self.hashable_depth >= MAX_HASHABLE_DEPTH {
             return self.unsupported(&format!(
                 "tuples or frozensets nested deeper than {MAX_HASHABLE_DEPTH} levels"
@@ -256,7 +254,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         out
     }
 
-    fn int(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    fn int(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         let mut overflow = 0;
         // SAFETY: obj is an exact int.
         let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
@@ -276,7 +274,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         Ok(())
     }
 
-    fn str(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    fn str(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         let mut size: ffi::Py_ssize_t = 0;
         // SAFETY: obj is an exact str; the UTF-8 buffer is cached inside it and lives as long.
         let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(obj.as_ptr(), &mut size) };
@@ -317,7 +315,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         Ok(())
     }
 
-    fn bytes(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    fn bytes(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         // SAFETY: obj is an exact bytes object; its buffer is immutable and lives as long as it.
         let (ptr, len) = unsafe {
             (
@@ -339,7 +337,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         Ok(())
     }
 
-    fn bytearray(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    fn bytearray(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         let buf = RawBuffer::simple(obj)?;
         if buf.len() >= FRAME_MIN {
             let frame = self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?;
@@ -352,7 +350,7 @@ impl<'a, 'py> Walker<'a, 'py> {
 
     /// Walks the items of a list, tuple or set-like given as borrowed pointers.
     #[inline]
-    fn item(&mut self, item: *mut ffi::PyObject) -> EncodeResult<()> {
+    fn item(&mut self, item: *mut ffi::PyObject) -> Result<()> {
         let shared = refcnt(item) > 1;
         // SAFETY: item is a live object borrowed from its container; we take a reference for the
         // duration of the walk so that user code (a serializer) cannot free it under us.
@@ -360,7 +358,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         self.walk(&item, shared)
     }
 
-    fn list(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    fn list(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         let ptr = obj.as_ptr();
         // SAFETY: obj is an exact list; indices are re-checked against its current size.
         let n = unsafe { ffi::PyList_GET_SIZE(ptr) } as usize;
@@ -372,15 +370,14 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.item(unsafe { ffi::PyList_GET_ITEM(ptr, i as ffi::Py_ssize_t) })?;
         }
         if unsafe { ffi::PyList_GET_SIZE(ptr) } as usize != n {
-            return Err(SerializationError::new_err(
-                "a list changed size while it was being serialized",
-            )
-            .into());
+            return Err(Error::Encode(
+                "a list changed size while it was being serialized".to_owned(),
+            ));
         }
         Ok(())
     }
 
-    fn tuple(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    fn tuple(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         let ptr = obj.as_ptr();
         // SAFETY: obj is an exact tuple (immutable).
         let n = unsafe { ffi::PyTuple_GET_SIZE(ptr) } as usize;
@@ -391,7 +388,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         Ok(())
     }
 
-    fn dict(&mut self, obj: &Bound<'py, PyAny>) -> EncodeResult<()> {
+    fn dict(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
         let ptr = obj.as_ptr();
         // SAFETY: obj is an exact dict; PyDict_Next yields borrowed pointers that `item` pins.
         let n = unsafe { ffi::PyDict_Size(ptr) } as usize;
@@ -412,15 +409,14 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.walk(&value, value_shared)?;
         }
         if seen != n || unsafe { ffi::PyDict_Size(ptr) } as usize != n {
-            return Err(SerializationError::new_err(
-                "a dict changed size while it was being serialized",
-            )
-            .into());
+            return Err(Error::Encode(
+                "a dict changed size while it was being serialized".to_owned(),
+            ));
         }
         Ok(())
     }
 
-    fn set_like(&mut self, obj: &Bound<'py, PyAny>, tag: Tag) -> EncodeResult<()> {
+    fn set_like(&mut self, obj: &Bound<'py, PyAny>, tag: Tag) -> Result<()> {
         let n = obj.len()?;
         self.w.container(tag, n);
         let mut count = 0;
@@ -435,17 +431,16 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.walk(&item, shared)?;
         }
         if count != n {
-            return Err(SerializationError::new_err(
-                "a set changed size while it was being serialized",
-            )
-            .into());
+            return Err(Error::Encode(
+                "a set changed size while it was being serialized".to_owned(),
+            ));
         }
         Ok(())
     }
 
     /// Everything that is not one of the hot types above.
     #[inline(never)]
-    fn walk_other(&mut self, obj: &Bound<'py, PyAny>, shared: bool) -> EncodeResult<()> {
+    fn walk_other(&mut self, obj: &Bound<'py, PyAny>, shared: bool) -> Result<()> {
         let py = self.py;
         let ptr = obj.as_ptr();
         let ty = obj.get_type();
@@ -491,9 +486,9 @@ impl<'a, 'py> Walker<'a, 'py> {
         }
         if let Some(ndarray) = ndarray_type(py) {
             if ty.is(ndarray) {
-                return match crate::numpy::array_wire(self, obj)? {
+                return match self.array_wire(obj)? {
                     Some(wire) => self.array(obj, &wire, shared),
-                    None if self.external => self.island(obj),
+                    None if self.in_metadata => self.island(obj),
                     None => self.unsupported("a numpy array of dtype object"),
                 };
             }
@@ -501,10 +496,10 @@ impl<'a, 'py> Walker<'a, 'py> {
         if let Some(entry) = self.dispatch.slow(obj)? {
             return self.ext(obj, &entry, shared);
         }
-        if self.external {
+        if self.in_metadata {
             return self.island(obj);
         }
-        Err(EncodeError::Unsupported)
+        Err(Error::Unsupported)
     }
 
     /// Undoes a partly written node whose contents turned out to be unsupported (a datetime
@@ -517,13 +512,13 @@ impl<'a, 'py> Walker<'a, 'py> {
         obj: &Bound<'py, PyAny>,
         shared: bool,
         what: &str,
-    ) -> EncodeResult<()> {
+    ) -> Result<()> {
         self.w.truncate(start);
         if shared {
             self.memo.remove(&(obj.as_ptr() as usize));
             self.next_slot = slot;
         }
-        if self.external {
+        if self.in_metadata {
             return self.island(obj);
         }
         self.unsupported(what)
@@ -535,11 +530,11 @@ impl<'a, 'py> Walker<'a, 'py> {
         obj: &Bound<'py, PyAny>,
         wire: &Bound<'py, PyAny>,
         shared: bool,
-    ) -> EncodeResult<()> {
+    ) -> Result<()> {
         if self.memo_seen(obj.as_ptr(), shared, true)? {
             return Ok(());
         }
-        crate::numpy::write_array(self, obj, wire)
+        self.write_array(obj, wire)
     }
 
     /// Writes the raw parts of an NdArray node (used by numpy.rs).

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use crate::buffer::{Owner, RawBuffer};
-use crate::errors::{EncodeResult, SerializationError};
+use crate::errors::{Error, Result};
 use freight_core::ptrmap::PtrMap;
 
 /// Memory a frame points at, kept alive until the payload is written.
@@ -58,13 +58,13 @@ pub struct EncodeState {
 }
 
 impl EncodeState {
-    pub fn add_frame(&mut self, source: FrameSource) -> EncodeResult<u32> {
+    pub fn add_frame(&mut self, source: FrameSource) -> Result<u32> {
         self.add_frame_of_items(source, 0)
     }
 
-    pub fn add_frame_of_items(&mut self, source: FrameSource, itemsize: u32) -> EncodeResult<u32> {
+    pub fn add_frame_of_items(&mut self, source: FrameSource, itemsize: u32) -> Result<u32> {
         let index = u32::try_from(self.frames.len())
-            .map_err(|_| SerializationError::new_err("a payload holds at most 2**32 frames"))?;
+            .map_err(|_| Error::Encode("a payload holds at most 2**32 frames".to_owned()))?;
         self.frames.push(source);
         self.itemsizes.push(itemsize);
         Ok(index)

@@ -1,0 +1,286 @@
+//! A payload being decoded: the exported input buffer(s), opened by freight-core's
+//! `Payload::open` (which owns every check of the bytes), the resolved serializer entries, and
+//! Python views of its frames.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use freight_core::envelope::Limits;
+use freight_core::{Frame, Frames, OpenOptions, Parts, Payload};
+use pyo3::prelude::*;
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
+
+use crate::buffer::{frame_memoryview, maybe_detach, FrameBuffer, Owner, RawBuffer};
+use crate::errors::{Error, Result};
+
+/// An exported input buffer, shared by the payload and every view of it.
+#[derive(Clone)]
+pub struct Input(pub Arc<RawBuffer>);
+
+impl AsRef<[u8]> for Input {
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
+/// How a payload is decoded (a call's arguments over the codec's defaults).
+pub struct DecodeOptions {
+    pub allow_pickle: bool,
+    pub zero_copy: bool,
+    pub verify: bool,
+    /// Keys a signature is checked against (any of them); empty: signatures are not required.
+    pub keys: Vec<Vec<u8>>,
+    /// Largest raw frame accepted (checked before anything is allocated for it).
+    pub max_size: u64,
+}
+
+impl DecodeOptions {
+    fn open_options(&self) -> OpenOptions<'_> {
+        OpenOptions {
+            keys: &self.keys,
+            limits: Limits {
+                max_frame: self.max_size,
+                ..Limits::default()
+            },
+            verify: self.verify,
+        }
+    }
+}
+
+/// Exports one input buffer: `bytes` read-only (cheap), anything else writable when it can be.
+pub fn export_input(obj: &Bound<'_, PyAny>) -> Result<Input> {
+    let result = if obj.is_exact_instance_of::<PyBytes>() {
+        RawBuffer::simple(obj)
+    } else {
+        RawBuffer::prefer_writable(obj)
+    };
+    result
+        .map(|buf| Input(Arc::new(buf)))
+        .map_err(|cause| Error::Decoding {
+            msg: format!(
+                "freight can only load from a buffer (bytes, bytearray, memoryview, mmap, ...), not {}",
+                type_name(obj)
+            ),
+            cause,
+        })
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
+}
+
+/// A payload as Python hands it over: one buffer (`dumps` output), or a list or tuple of
+/// buffers (`dumps_frames` output) when `split` is allowed.
+pub fn export_parts(obj: &Bound<'_, PyAny>, split: bool) -> Result<Parts<Input>> {
+    if split && (obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>()) {
+        let parts = obj
+            .try_iter()?
+            .map(|part| export_input(&part?))
+            .collect::<Result<Vec<_>>>()?;
+        return Ok(Parts::Split(parts));
+    }
+    Ok(Parts::Single(export_input(obj)?))
+}
+
+/// The parts of `loads_frames`' argument: any iterable of buffers.
+pub fn export_frame_list(obj: &Bound<'_, PyAny>) -> Result<Parts<Input>> {
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        return export_parts(obj, true);
+    }
+    let iter = obj.try_iter().map_err(|_| {
+        Error::Decode(format!(
+            "loads_frames needs a list of buffers (the output of dumps_frames), not {}",
+            type_name(obj)
+        ))
+    })?;
+    let parts = iter
+        .map(|part| export_input(&part?))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Parts::Split(parts))
+}
+
+/// Opens `parts`, with the interpreter released when a signature check reads many bytes.
+pub fn open(py: Python<'_>, parts: Parts<Input>, opts: &OpenOptions<'_>) -> Result<Payload<Input>> {
+    let signed_bytes = if opts.keys.is_empty() {
+        0
+    } else {
+        match &parts {
+            Parts::Single(buf) => buf.as_ref().len(),
+            Parts::Split(parts) => parts.iter().map(|p| p.as_ref().len()).sum(),
+        }
+    };
+    Ok(maybe_detach(py, signed_bytes, || {
+        Payload::open(parts, opts)
+    })?)
+}
+
+/// Everything a decode needs, owned, so that the pickle bridge can hold it while pickle runs.
+pub struct DecodeCtx {
+    pub(crate) payload: Payload<Input>,
+    pub(crate) entries: Vec<Py<PyAny>>,
+    /// "python 3.11, cloudpickle 3.1": what wrote the payload, for error messages.
+    pub producer: Option<String>,
+    pub opts: DecodeOptions,
+}
+
+fn unsafe_serializer(tag: &str) -> Error {
+    Error::Unsafe(format!(
+        "the payload uses serializer {tag:?}, which is marked unsafe (its decoding can run arbitrary \
+         code), and allow_pickle=False refuses that; load it with allow_pickle=True only if you trust \
+         its source, or register the serializer with safe=True if its decoding runs no such code"
+    ))
+}
+
+/// The registry entry of each tag the payload lists, refusing the payload before anything is
+/// decoded when it needs pickle (or an unsafe serializer) and `allow_pickle` is off.
+fn resolve_tags(
+    py: Python<'_>,
+    payload: &Payload<Input>,
+    registry: &Bound<'_, PyAny>,
+    opts: &DecodeOptions,
+) -> Result<Vec<Py<PyAny>>> {
+    let header = payload.header();
+    let safe = |entry: &Bound<'_, PyAny>| -> PyResult<bool> {
+        entry.getattr(pyo3::intern!(py, "safe"))?.extract()
+    };
+    if header.needs_pickle() && !opts.allow_pickle {
+        // Name the unsafe serializer when that is the reason (lookups that fail are ignored here:
+        // the payload is refused either way).
+        let unsafe_tag = header.tags.iter().find(|tag| {
+            registry
+                .call_method1(pyo3::intern!(py, "by_tag"), (tag.as_str(),))
+                .and_then(|entry| safe(&entry))
+                .is_ok_and(|safe| !safe)
+        });
+        return Err(match unsafe_tag {
+            Some(tag) => unsafe_serializer(tag),
+            None => Error::Unsafe(
+                "the payload needs pickle to load (it holds objects freight encodes with pickle), and \
+                 allow_pickle=False refuses that; load it with allow_pickle=True only if you trust its source"
+                    .to_owned(),
+            ),
+        });
+    }
+    let mut entries = Vec::with_capacity(header.tags.len());
+    for tag in &header.tags {
+        let entry = registry.call_method1(pyo3::intern!(py, "by_tag"), (tag.as_str(),))?;
+        if !opts.allow_pickle && !safe(&entry)? {
+            return Err(unsafe_serializer(tag));
+        }
+        entries.push(entry.unbind());
+    }
+    Ok(entries)
+}
+
+fn producer(payload: &Payload<Input>) -> Option<String> {
+    let versions = &payload.header().versions;
+    if versions.is_empty() {
+        return None;
+    }
+    Some(
+        versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
+impl DecodeCtx {
+    /// Opens a payload and resolves its tags: everything that can refuse it before any node is
+    /// decoded. Shared (`Rc`) with the pickle bridge's source while pickle runs.
+    #[inline]
+    pub fn new(
+        py: Python<'_>,
+        parts: Parts<Input>,
+        registry: &Bound<'_, PyAny>,
+        opts: DecodeOptions,
+    ) -> Result<Rc<Self>> {
+        let payload = open(py, parts, &opts.open_options())?;
+        let entries = resolve_tags(py, &payload, registry, &opts)?;
+        Ok(Rc::new(Self {
+            producer: producer(&payload),
+            payload,
+            entries,
+            opts,
+        }))
+    }
+
+    pub fn tree(&self) -> &[u8] {
+        self.payload.tree()
+    }
+
+    pub(crate) fn frames(&self) -> &Frames<Input> {
+        self.payload.frames()
+    }
+
+    /// Frame `index`, to look at (length, writability) before using it.
+    pub(crate) fn peek(&self, index: u32) -> Result<&Frame<Input>> {
+        Ok(self.frames().get(index)?)
+    }
+
+    /// The verified raw bytes of a frame: borrowed from the input, or decompressed.
+    pub fn frame_raw(&self, py: Python<'_>, index: u32) -> Result<Cow<'_, [u8]>> {
+        let n = self.peek(index)?.raw_len();
+        let frames = self.frames();
+        Ok(maybe_detach(py, n, || frames.raw(index))?)
+    }
+
+    /// Whether a view of this frame may be writable.
+    pub(crate) fn writable(&self, frame: &Frame<Input>) -> bool {
+        !self.opts.zero_copy && !frame.owner().0.readonly()
+    }
+
+    /// A memoryview of a frame (verified), writable when the input is and zero_copy is off. A
+    /// compressed frame is decompressed into a new (writable) bytearray.
+    pub fn frame_view<'py>(
+        &self,
+        py: Python<'py>,
+        index: u32,
+        want_writable: bool,
+    ) -> Result<Bound<'py, PyAny>> {
+        let frame = self.peek(index)?;
+        if frame.compressed() {
+            let out = PyByteArray::new(py, &[]);
+            out.resize(frame.raw_len())?;
+            // SAFETY: a fresh bytearray nobody else references.
+            self.copy_frame(py, index, unsafe { out.as_bytes_mut() })?;
+            return Ok(crate::buffer::memoryview(out.as_any())?);
+        }
+        let frames = self.frames();
+        let frame = maybe_detach(py, frame.stored().len(), || frames.view(index))?;
+        let writable = want_writable && self.writable(frame);
+        let data = frame.stored();
+        Ok(frame_memoryview(
+            py,
+            FrameBuffer::new(
+                Owner::Buffer(frame.owner().0.clone()),
+                data.as_ptr(),
+                data.len(),
+                !writable,
+            ),
+        )?)
+    }
+
+    /// Copies (or decompresses) a frame into `dst` (exactly its raw length), verifying its
+    /// checksum in the same pass.
+    pub(crate) fn copy_frame(&self, py: Python<'_>, index: u32, dst: &mut [u8]) -> Result<()> {
+        let frames = self.frames();
+        Ok(maybe_detach(py, dst.len(), || {
+            frames.copy_into(index, dst)
+        })?)
+    }
+
+    /// Verifies the frames no node used, so that a change anywhere in the payload is caught.
+    pub fn verify_rest(&self, py: Python<'_>) -> Result<()> {
+        let frames = self.frames();
+        Ok(maybe_detach(py, frames.unverified_len(), || {
+            frames.verify_rest()
+        })?)
+    }
+}

@@ -1,0 +1,194 @@
+//! The encode side: `walker` turns an object graph into a node tree and frames (`state`),
+//! finding serializers through `dispatch`; `stdlib`, `numpy` and `serializer` encode the
+//! objects that need Python (each an `impl Walker`); `pickle_sink` is the pickler's hook when
+//! the walker gives the payload to pickle; `compression` applies the policy to the frames.
+//! Nothing here imports the decode side.
+
+pub mod compression;
+pub mod dispatch;
+mod numpy;
+pub mod pickle_sink;
+mod serializer;
+pub mod state;
+mod stdlib;
+pub mod walker;
+
+use freight_core::envelope::{EnvelopeSpec, FrameLayout};
+use freight_core::ptrmap::PtrMap;
+use freight_core::{PickleData, TreeWriter};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use crate::encode::dispatch::DispatchRefs;
+use crate::encode::pickle_sink::PickleSink;
+use crate::encode::state::{EncodeState, FrameSource};
+use crate::encode::walker::{Walker, FRAME_MIN};
+use crate::errors::{Error, Result};
+
+/// A walked payload, ready to be laid out.
+pub struct Encoded {
+    pub tree: Vec<u8>,
+    pub state: EncodeState,
+    versions: Vec<(String, String)>,
+}
+
+impl Encoded {
+    pub fn frame_slices(&self) -> Vec<&[u8]> {
+        self.state
+            .frames
+            .iter()
+            .map(FrameSource::as_slice)
+            .collect()
+    }
+
+    pub fn spec<'a>(
+        &'a self,
+        frames: Vec<FrameLayout>,
+        checksums: bool,
+        signed: bool,
+    ) -> EnvelopeSpec<'a> {
+        EnvelopeSpec {
+            needs_pickle: self.state.needs_pickle,
+            tags: self.state.tags.iter().map(String::as_str).collect(),
+            versions: self
+                .versions
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+            frames,
+            checksums,
+            signed,
+            tree: &self.tree,
+        }
+    }
+}
+
+/// Walks `obj` natively; when the walker meets something it cannot encode, the whole payload
+/// goes through one (cloud)pickler instead.
+pub fn encode(py: Python<'_>, dispatch: &DispatchRefs, obj: &Bound<'_, PyAny>) -> Result<Encoded> {
+    let bound = dispatch.bind(py);
+    let mut state = EncodeState::default();
+    let native = {
+        let mut walker = Walker::new(py, &bound, &mut state, false);
+        match walker.walk(obj, true) {
+            Ok(()) => Some(walker.into_tree()),
+            Err(Error::Unsupported) => None,
+            Err(err) => return Err(err),
+        }
+    };
+    if let Some(tree) = native {
+        let mut versions = if state.pickled {
+            pickle_versions(py, state.cloudpickle)?
+        } else {
+            Vec::new()
+        };
+        library_versions(py, &state.tags, &mut versions)?;
+        return Ok(Encoded {
+            tree,
+            state,
+            versions,
+        });
+    }
+    encode_pickled(py, dispatch, obj, std::mem::take(&mut state.ext_cache))
+}
+
+/// The whole payload through one (cloud)pickler; arrays and registered types inside still
+/// become freight nodes and frames (see pickle_sink.rs).
+#[inline(never)]
+fn encode_pickled(
+    py: Python<'_>,
+    dispatch: &DispatchRefs,
+    obj: &Bound<'_, PyAny>,
+    ext_cache: PtrMap<(Py<PyAny>, Py<PyAny>)>,
+) -> Result<Encoded> {
+    let cloud_first = pickle_sink::by_reference_fails(py, obj)?.is_some();
+    let sink = Bound::new(
+        py,
+        PickleSink::new(dispatch.clone_ref(py), ext_cache, cloud_first),
+    )?;
+    let module = crate::types::pickle_bridge(py)?;
+    let out = module
+        .getattr(pyo3::intern!(py, "dump"))?
+        .call1((obj, &sink, cloud_first))?;
+    let out = out.cast::<PyTuple>()?;
+    let data = out.get_item(0)?.cast_into::<PyBytes>()?;
+    let cloud: bool = out.get_item(1)?.extract()?;
+    let (mut state, externals, buffers, _) = sink.borrow().take();
+    state.needs_pickle = true;
+    let mut versions = pickle_versions(py, cloud)?;
+    library_versions(py, &state.tags, &mut versions)?;
+    let mut w = TreeWriter::new();
+    let bytes = data.as_bytes();
+    if bytes.len() >= FRAME_MIN {
+        let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
+        let index = state.add_frame(FrameSource::Object {
+            obj: data.clone().into_any().unbind(),
+            ptr,
+            len,
+        })?;
+        w.pickle(cloud, PickleData::Frame(index), &buffers, &externals);
+    } else {
+        w.pickle(cloud, PickleData::Inline(bytes), &buffers, &externals);
+    }
+    Ok(Encoded {
+        tree: w.into_bytes(),
+        state,
+        versions,
+    })
+}
+
+/// The producer versions a payload with pickle records (pickled code is version-specific).
+fn pickle_versions(py: Python<'_>, cloud: bool) -> Result<Vec<(String, String)>> {
+    let mut versions = vec![("python".to_owned(), python_version(py).to_owned())];
+    if cloud {
+        versions.push((
+            "cloudpickle".to_owned(),
+            crate::types::cloudpickle_version(py)?.to_owned(),
+        ));
+    }
+    Ok(versions)
+}
+
+/// The versions of the libraries whose serializers a payload uses (`pandas` → `3.1.1`), by the
+/// top-level module of each tag: a payload that fails to load in another environment says what
+/// wrote it (`freight.inspect(blob)["producer"]`).
+fn library_versions(
+    py: Python<'_>,
+    tags: &[String],
+    versions: &mut Vec<(String, String)>,
+) -> Result<()> {
+    if tags.is_empty() {
+        return Ok(());
+    }
+    // sys.modules, looked up once: the import machinery costs about a microsecond a call.
+    static MODULES: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let modules = MODULES
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("sys")?.getattr("modules")?.unbind())
+        })?
+        .bind(py);
+    for tag in tags {
+        let top = tag.split('.').next().unwrap_or(tag);
+        if versions.iter().any(|(name, _)| name == top) {
+            continue;
+        }
+        let Ok(module) = modules.get_item(top) else {
+            continue;
+        };
+        if let Ok(version) = module.getattr(pyo3::intern!(py, "__version__")) {
+            if let Ok(version) = version.extract::<String>() {
+                versions.push((top.to_owned(), version));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// "3.11": the producer version a pickle payload records (code objects are version-specific).
+fn python_version(py: Python<'_>) -> &'static str {
+    static VERSION: pyo3::sync::PyOnceLock<String> = pyo3::sync::PyOnceLock::new();
+    VERSION.get_or_init(py, || {
+        let v = py.version_info();
+        format!("{}.{}", v.major, v.minor)
+    })
+}

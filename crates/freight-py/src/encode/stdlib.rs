@@ -1,0 +1,160 @@
+//! The stdlib scalars freight encodes natively: datetime, date, time, timedelta (with UTC,
+//! fixed-offset and zoneinfo tzinfo), Decimal, UUID and pathlib paths, by exact type.
+
+use freight_core::{DateTimeFields, Tag};
+use pyo3::prelude::*;
+use pyo3::types::{PyString, PyTuple, PyType};
+
+use crate::encode::walker::Walker;
+use crate::errors::{Error, Result};
+
+impl<'py> Walker<'_, 'py> {
+    /// datetime, date, time, timedelta, Decimal, UUID and pathlib paths, by exact type.
+    pub(crate) fn stdlib(
+        &mut self,
+        obj: &Bound<'py, PyAny>,
+        ty: &Bound<'py, PyType>,
+        std: &crate::types::StdTypes,
+        shared: bool,
+    ) -> Result<Option<()>> {
+        use pyo3::types::{PyDate, PyDateTime, PyDelta, PyTime};
+        use pyo3::types::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
+        let ptr = obj.as_ptr();
+        let start = self.w.len();
+        let slot = self.next_slot;
+        macro_rules! memo_or_return {
+            () => {
+                if self.memo_seen(ptr, shared, true)? {
+                    return Ok(Some(()));
+                }
+            };
+        }
+        if ty.is(&std.datetime) {
+            memo_or_return!();
+            let dt = unsafe { obj.cast_unchecked::<PyDateTime>() };
+            self.w.datetime(&DateTimeFields {
+                year: dt.get_year() as u16,
+                month: dt.get_month(),
+                day: dt.get_day(),
+                hour: dt.get_hour(),
+                minute: dt.get_minute(),
+                second: dt.get_second(),
+                microsecond: dt.get_microsecond(),
+                fold: dt.get_fold() as u8,
+            });
+            let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
+            if !self.tz(&tz, std)? {
+                return self
+                    .rollback(start, slot, obj, shared, "a datetime with this tzinfo")
+                    .map(Some);
+            }
+        } else if ty.is(&std.date) {
+            memo_or_return!();
+            let d = unsafe { obj.cast_unchecked::<PyDate>() };
+            self.w.date(&DateTimeFields {
+                year: d.get_year() as u16,
+                month: d.get_month(),
+                day: d.get_day(),
+                ..Default::default()
+            });
+        } else if ty.is(&std.time) {
+            memo_or_return!();
+            let t = unsafe { obj.cast_unchecked::<PyTime>() };
+            self.w.time(&DateTimeFields {
+                hour: t.get_hour(),
+                minute: t.get_minute(),
+                second: t.get_second(),
+                microsecond: t.get_microsecond(),
+                fold: t.get_fold() as u8,
+                ..Default::default()
+            });
+            let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
+            if !self.tz(&tz, std)? {
+                return self
+                    .rollback(start, slot, obj, shared, "a time with this tzinfo")
+                    .map(Some);
+            }
+        } else if ty.is(&std.timedelta) {
+            memo_or_return!();
+            let d = unsafe { obj.cast_unchecked::<PyDelta>() };
+            self.w.timedelta(
+                d.get_days(),
+                d.get_seconds() as u32,
+                d.get_microseconds() as u32,
+            );
+        } else if ty.is(&std.decimal) {
+            memo_or_return!();
+            let text = obj.str()?;
+            self.w.byte_string(Tag::Decimal, text.to_str()?.as_bytes());
+        } else if ty.is(&std.uuid) {
+            memo_or_return!();
+            let bytes = obj.getattr(pyo3::intern!(self.py, "bytes"))?;
+            let bytes: [u8; 16] = bytes
+                .extract::<&[u8]>()?
+                .try_into()
+                .map_err(|_| Error::Encode("UUID.bytes is not 16 bytes".to_owned()))?;
+            let safe = obj
+                .getattr(pyo3::intern!(self.py, "is_safe"))?
+                .getattr(pyo3::intern!(self.py, "value"))?;
+            let safe: i8 = if safe.is_none() { 1 } else { safe.extract()? };
+            self.w.uuid(&bytes, safe);
+        } else if let Some(flavour) = std.paths.iter().position(|p| ty.is(p)) {
+            memo_or_return!();
+            let text = obj.str()?;
+            let encoded = text.call_method1("encode", ("utf-8", "surrogatepass"))?;
+            self.w.path(flavour as u8, encoded.extract::<&[u8]>()?);
+        } else {
+            return Ok(None);
+        }
+        Ok(Some(()))
+    }
+
+    /// Writes a tz node; false when the tzinfo has no native encoding (pytz, dateutil, ...).
+    fn tz(&mut self, tz: &Bound<'py, PyAny>, std: &crate::types::StdTypes) -> Result<bool> {
+        if tz.is_none() {
+            self.w.tz_none();
+            return Ok(true);
+        }
+        if tz.is(&std.utc) {
+            self.w.tz_utc();
+            return Ok(true);
+        }
+        let ty = tz.get_type();
+        if ty.is(&std.timezone) {
+            let args = tz.call_method0(pyo3::intern!(self.py, "__getinitargs__"))?;
+            let args = args.cast::<PyTuple>().map_err(PyErr::from)?;
+            let offset = args.get_item(0)?;
+            let offset = unsafe { offset.cast_unchecked::<pyo3::types::PyDelta>() };
+            use pyo3::types::PyDeltaAccess;
+            let us = (offset.get_days() as i64 * 86_400 + offset.get_seconds() as i64) * 1_000_000
+                + offset.get_microseconds() as i64;
+            if args.len() > 1 {
+                let name = args.get_item(1)?;
+                let name = name
+                    .cast::<PyString>()
+                    .map_err(PyErr::from)?
+                    .call_method1("encode", ("utf-8", "surrogatepass"))?;
+                self.w.tz_fixed(us, Some(name.extract::<&[u8]>()?));
+            } else {
+                self.w.tz_fixed(us, None);
+            }
+            return Ok(true);
+        }
+        if let Some(zoneinfo) = &std.zoneinfo {
+            if ty.is(zoneinfo) {
+                // __reduce__ gives (ZoneInfo._unpickle, (key, from_cache)), as pickle stores it.
+                let reduced = tz.call_method0(pyo3::intern!(self.py, "__reduce__"))?;
+                let args = reduced.get_item(1)?;
+                let key = args.get_item(0)?;
+                if key.is_none() {
+                    return Ok(false); // built from a file object: no key to rebuild it from
+                }
+                let from_cache: bool = args.get_item(1)?.is_truthy()?;
+                let key = key.cast::<PyString>().map_err(PyErr::from)?;
+                self.w.tz_zoneinfo(key.to_str()?.as_bytes(), !from_cache);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
