@@ -253,7 +253,7 @@ impl<'a> EnvelopeWriter<'a> {
 
     /// Writes the whole envelope into `out` (exactly `total_len()` bytes): header, zeroed
     /// padding, and each frame copied once, its checksum computed on the way.
-    pub fn write_contiguous(&mut self, out: &mut [u8], frames: &[&[u8]]) -> Result<()> {
+    pub fn write_contiguous(&mut self, out: &mut [u8], frames: &[&[u8]]) {
         assert_eq!(frames.len(), self.frame_lens.len(), "one source per frame");
         assert_eq!(out.len(), self.total_len(), "output sized by total_len");
         let offsets = self.frame_offsets();
@@ -270,7 +270,6 @@ impl<'a> EnvelopeWriter<'a> {
             end = start + frame.len();
         }
         self.write_header(out);
-        Ok(())
     }
 
     /// Signs a payload written by `write_contiguous` (its last 32 bytes are the trailer).

@@ -479,7 +479,7 @@ mod tests {
         };
         let mut writer = EnvelopeWriter::new(&spec);
         let mut single = vec![0u8; writer.total_len()];
-        writer.write_contiguous(&mut single, frames).unwrap();
+        writer.write_contiguous(&mut single, frames);
         if let Some(key) = signed_with {
             writer.sign_contiguous(&mut single, key);
         }
@@ -515,6 +515,22 @@ mod tests {
         }
         assert_eq!(one.total_len(), one.head().len());
         assert_eq!(split.total_len(), split.head().len() + 103);
+    }
+
+    #[test]
+    fn bytes_owners_are_shared_not_copied() {
+        let (single, parts) = payload(&[&[5u8; 4096]], None);
+        let single = bytes::Bytes::from(single);
+        let p = Payload::open(Parts::Single(single.clone()), &opts(true)).unwrap();
+        // The frame views the very buffer it was opened from.
+        let frame = p.frames().view(0).unwrap();
+        assert_eq!(frame.stored().as_ptr(), single[frame.range()].as_ptr());
+        let parts: Vec<bytes::Bytes> = parts.into_iter().map(bytes::Bytes::from).collect();
+        let p = Payload::open(Parts::Split(parts.clone()), &opts(true)).unwrap();
+        assert_eq!(
+            p.frames().view(0).unwrap().stored().as_ptr(),
+            parts[1].as_ptr()
+        );
     }
 
     #[test]

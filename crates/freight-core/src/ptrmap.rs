@@ -113,7 +113,7 @@ mod tests {
         for step in 0..200usize {
             let key = (step * 7919) % 53 * 16 + 16;
             match step % 5 {
-                0 | 1 | 2 => {
+                0..=2 => {
                     map.insert(key, step as u32);
                     model.insert(key, step as u32);
                 }

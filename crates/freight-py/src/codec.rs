@@ -13,7 +13,7 @@ use crate::decode::{decode, DecodeCtx, DecodeOptions};
 use crate::encode::compression::{self, Stored};
 use crate::encode::dispatch::DispatchRefs;
 use crate::encode::{encode, Encoded};
-use crate::errors::{Error, Result};
+use crate::errors::Result;
 use crate::options::{self, Compression};
 
 #[pyclass(module = "freight._freight", frozen)]
@@ -114,14 +114,12 @@ impl Codec {
             py,
             frame_bytes.max(if key.is_some() { total } else { 0 }),
             || {
-                writer.write_contiguous(out, &frames)?;
+                writer.write_contiguous(out, &frames);
                 if let Some(key) = key {
                     writer.sign_contiguous(out, key);
                 }
-                Ok::<(), freight_core::Error>(())
             },
-        )
-        .map_err(|e| Error::Encode(e.to_string()))?;
+        );
         Ok(bytes)
     }
 

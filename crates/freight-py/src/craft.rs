@@ -7,7 +7,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::buffer::RawBuffer;
-use crate::errors::Error;
 
 #[pyfunction]
 #[pyo3(signature = (tree, frames=Vec::new(), tags=Vec::new(), needs_pickle=false))]
@@ -37,8 +36,6 @@ pub fn _envelope<'py>(
     };
     let mut writer = EnvelopeWriter::new(&spec);
     let mut out = vec![0u8; writer.total_len()];
-    writer
-        .write_contiguous(&mut out, &slices)
-        .map_err(|e| Error::Encode(e.to_string()))?;
+    writer.write_contiguous(&mut out, &slices);
     Ok(PyBytes::new(py, &out))
 }

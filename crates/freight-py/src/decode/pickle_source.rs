@@ -7,7 +7,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use freight_core::{PickleDataRef, Reader};
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
 
@@ -102,11 +101,11 @@ impl PickleSource {
         if let Some(obj) = &self.cache.borrow()[index] {
             return Ok(obj.clone_ref(py));
         }
-        let ctx = self
-            .ctx
-            .borrow()
-            .clone()
-            .ok_or_else(|| PyException::new_err("this pickle source is closed"))?;
+        let ctx = self.ctx.borrow().clone().ok_or_else(|| {
+            Error::Decode(
+                "this pickle source is closed: its payload was decoded already".to_owned(),
+            )
+        })?;
         let data = ctx
             .tree()
             .get(offset..offset + len)
