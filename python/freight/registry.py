@@ -185,7 +185,6 @@ class Registry:
         self._predicate_view: list[Entry] = []
         # Shared by all registries: libraries whose built-in serializers are not loaded yet.
         self._pending_view = _PENDING
-        self._mro_cache: dict[type, Entry | None] = {}
         if parent is not None:
             parent._children.add(self)
         self._rebuild()
@@ -257,7 +256,6 @@ class Registry:
             self._native_view.pop(stale, None)
         self._native_view.update(native)
         self._predicate_view[:] = [e for layer in self._layers() for e in layer._predicates]
-        self._mro_cache.clear()
         for child in list(self._children):
             child._rebuild()
 
@@ -265,26 +263,6 @@ class Registry:
         """Exact type -> entry, over all layers (what the Rust walker checks first). Always the
         same dict object, updated in place."""
         return self._types_view
-
-    def lookup(self, obj: Any) -> Entry | None:
-        """The slow path for objects whose exact type is not registered: MRO, then predicates."""
-        cls = type(obj)
-        try:
-            entry = self._mro_cache[cls]
-        except KeyError:
-            entry = None
-            for base in cls.__mro__[1:]:
-                entry = self._types_view.get(base)
-                if entry is not None:
-                    break
-            self._mro_cache[cls] = entry
-        if entry is not None:
-            return entry
-        for layer in self._layers():
-            for candidate in layer._predicates:
-                if candidate.accepts(obj):
-                    return candidate
-        return None
 
     @staticmethod
     def _load_library(top: str) -> bool:
