@@ -3,18 +3,14 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 
 from __future__ import annotations
 
-import mmap
 import os
 from typing import IO, Any, Iterable
 
 from freight import _freight
-from freight.exceptions import DeserializationError
 from freight.registry import GLOBAL, Entry, Registry
+from freight.storage import files
 
 __all__ = ["Freight", "dumps", "loads", "dumps_frames", "loads_frames", "dump", "load", "inspect", "register", "unregister"]
-
-
-_MMAP_MIN = 1 << 20
 
 
 class Freight:
@@ -84,15 +80,7 @@ class Freight:
 
     def dump(self, obj: Any, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> None:
         """Writes ``dumps(obj)`` to a path (atomically: temp file, then rename) or a binary file."""
-        data = self.dumps(obj, **options)
-        if isinstance(file, (str, os.PathLike)):
-            path = os.fspath(file)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        else:
-            file.write(data)
+        files.write_payload(self.dumps(obj, **options), file)
 
     def load(self, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> Any:
         """Reads a payload from a path or a binary file and decodes it.
@@ -100,19 +88,7 @@ class Freight:
         A path of 1 MiB or more is memory-mapped rather than read: read-only arrays (and, with
         ``zero_copy=True``, all arrays) are then views of the mapped file, and writable arrays are
         copied out of it once."""
-        if isinstance(file, (str, os.PathLike)):
-            with open(file, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size >= _MMAP_MIN:
-                    # The map outlives the file object; views into it keep it alive.
-                    data: Any = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-                else:
-                    data = fh.read()
-        else:
-            data = file.read()
-            if not isinstance(data, (bytes, bytearray)):
-                raise DeserializationError(f"file {file!r} is not opened in binary mode: read() gave {type(data).__name__}")
-        return self.loads(data, **options)
+        return self.loads(files.read_payload(file), **options)
 
     def __repr__(self) -> str:
         return f"<freight.Freight registry={self.registry!r}>"
