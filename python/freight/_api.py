@@ -45,6 +45,16 @@ class Freight:
         max_size: int | None = None,
         registry: Registry | None = None,
     ):
+        # What pickling needs to build an equivalent instance (see __reduce__).
+        self._options: dict[str, Any] = {
+            "allow_pickle": allow_pickle,
+            "zero_copy": zero_copy,
+            "verify": verify,
+            "checksum": checksum,
+            "compression": compression,
+            "key": key,
+            "max_size": max_size,
+        }
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
         self._codec = _freight.Codec(
             self.registry.types_view(),
@@ -90,8 +100,25 @@ class Freight:
         copied out of it once."""
         return self.loads(files.read_payload(file), **options)
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickles as its options and its registry: a call that builds an equivalent instance.
+
+        The global registry travels by reference (the unpickling side uses its own, with what
+        its imports registered); this instance's own layer travels with its serializers, which
+        must pickle themselves (by reference for module-level classes, as pickle does), else
+        :class:`SerializationError` says to register them in a module the workers import.
+        ``copy.copy`` shares the registry layer; ``copy.deepcopy`` copies it."""
+        if self is _DEFAULT:
+            return "_DEFAULT"  # the module-level instance: the unpickling side's own one
+        return (_rebuild, (type(self), self._options, self.registry))
+
     def __repr__(self) -> str:
         return f"<freight.Freight registry={self.registry!r}>"
+
+
+def _rebuild(cls: type[Freight], options: dict[str, Any], registry: Registry) -> Freight:
+    """Unpickles a :class:`Freight` (see ``Freight.__reduce__``)."""
+    return cls(registry=registry, **options)
 
 
 _DEFAULT = Freight(registry=GLOBAL)
