@@ -30,6 +30,7 @@ from freight._api import (
     loads_frames,
     register,
     unregister,
+    verify,
 )
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "dump",
     "load",
     "inspect",
+    "verify",
     "register",
     "unregister",
     "FreightError",

@@ -4,13 +4,20 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 from __future__ import annotations
 
 import os
-from typing import IO, Any, Iterable
+from typing import IO, TYPE_CHECKING, Any, Iterable
 
 from freight import _freight
 from freight.registry import GLOBAL, Entry, Registry
 from freight.storage import files
 
-__all__ = ["Freight", "dumps", "loads", "dumps_frames", "loads_frames", "dump", "load", "inspect", "register", "unregister"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from typing_extensions import Buffer
+
+    from freight._freight import PayloadInfo
+
+__all__ = ["Freight", "dumps", "loads", "dumps_frames", "loads_frames", "dump", "load", "inspect", "verify", "register", "unregister"]
 
 
 class Freight:
@@ -160,13 +167,32 @@ def unregister(tag: str) -> None:
     GLOBAL.unregister(tag)
 
 
-def inspect(data: Any, key: bytes | list[bytes] | None = None) -> dict[str, Any]:
-    """Describes a payload without decoding it: format version, flags, tags, producer versions,
-    frames (codec, sizes, ratio, shuffle, checksums and whether they match), whether it is
-    signed and, given ``key``, whether the signature matches (``signature_ok``), and the node
-    tree's shape.
+def inspect(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = None) -> PayloadInfo:
+    """Describes a payload without decoding it: format version, header flags, tags, producer
+    versions, frames (codec, sizes, ratio, shuffle, checksums and whether they match), whether
+    it is signed and, given ``key``, whether the signature matches (``signature_ok``), and the
+    node tree's shape. The keys are those of :class:`freight._freight.PayloadInfo`.
 
-    ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output)."""
-    if isinstance(data, (list, tuple)):
-        return _freight.inspect_frames(list(data), key)
+    ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output).
+
+    Raises:
+        DeserializationError: the header cannot be parsed (not a freight payload, truncated).
+    """
     return _freight.inspect(data, key)
+
+
+def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = None) -> None:
+    """Checks a payload without decoding it (so without running anything it holds): the header,
+    the frame table, every frame checksum, the node tree's structure and, given ``key``, the
+    signature. Returns None when all of it holds.
+
+    ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output).
+    Frames written without a checksum (``checksum=False``) cannot be checked; :func:`inspect`
+    shows which ones.
+
+    Raises:
+        IntegrityError: a checksum or the signature does not match (or a key was given and the
+            payload is not signed).
+        DeserializationError: the header, frame table or node tree is malformed.
+    """
+    _freight.verify(data, key)
