@@ -7,18 +7,6 @@
 
 from __future__ import annotations
 
-from freight._freight import __version__
-from freight.exceptions import (
-    DeserializationError,
-    FormatVersionError,
-    FreightError,
-    IntegrityError,
-    MissingDependencyError,
-    SerializationError,
-    UnknownTagError,
-    UnsafePayloadError,
-)
-from freight.registry import Registry
 from freight._api import (
     Freight,
     dump,
@@ -32,6 +20,18 @@ from freight._api import (
     unregister,
     verify,
 )
+from freight._freight import __version__
+from freight.exceptions import (
+    DeserializationError,
+    FormatVersionError,
+    FreightError,
+    IntegrityError,
+    MissingDependencyError,
+    SerializationError,
+    UnknownTagError,
+    UnsafePayloadError,
+)
+from freight.registry import Registry
 
 __all__ = [
     "__version__",

@@ -4,7 +4,8 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 from __future__ import annotations
 
 import os
-from typing import IO, TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING, Any
 
 from freight import _freight
 from freight.registry import GLOBAL, Entry, Registry
@@ -17,7 +18,19 @@ if TYPE_CHECKING:
 
     from freight._freight import PayloadInfo
 
-__all__ = ["Freight", "dumps", "loads", "dumps_frames", "loads_frames", "dump", "load", "inspect", "verify", "register", "unregister"]
+__all__ = [
+    "Freight",
+    "dumps",
+    "loads",
+    "dumps_frames",
+    "loads_frames",
+    "dump",
+    "load",
+    "inspect",
+    "verify",
+    "register",
+    "unregister",
+]
 
 
 class Freight:

@@ -20,8 +20,8 @@ import argparse
 import os
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -173,8 +173,7 @@ def format_inspect(info: PayloadInfo, path: str | None = None) -> str:
         f"payload size:    {_fmt_bytes(info['total_length'])}",
         f"header size:     {_fmt_bytes(info['header_length'])}",
         f"flags:           {', '.join(info['flags']) or '(none)'}",
-        "needs pickle:    "
-        + ("yes (loading runs pickle: refused under allow_pickle=False)" if needs_pickle else "no"),
+        "needs pickle:    " + ("yes (loading runs pickle: refused under allow_pickle=False)" if needs_pickle else "no"),
         f"signed:          {_signature_text(info)}",
         f"serializer tags: {', '.join(info['tags']) or '(none)'}",
         f"producer:        {_counts(info['producer'])}",

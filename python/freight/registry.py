@@ -24,7 +24,8 @@ import pickle
 import threading
 import uuid
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from freight.exceptions import MissingDependencyError, SerializationError, UnknownTagError
 
@@ -91,7 +92,17 @@ class Entry:
     """A registered serializer, normalised to the full protocol. The Rust walker calls
     ``encode``/``decode`` and reads ``tag`` and ``safe``."""
 
-    __slots__ = ("tag", "safe", "types", "serializer", "predicate", "simple", "subclasses", "_serialize", "_deserialize")
+    __slots__ = (
+        "tag",
+        "safe",
+        "types",
+        "serializer",
+        "predicate",
+        "simple",
+        "subclasses",
+        "_serialize",
+        "_deserialize",
+    )
 
     def __init__(self, serializer: Any, tag: str | None, types: Iterable[type] | None, safe: bool | None):
         self.serializer = serializer

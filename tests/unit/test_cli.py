@@ -49,7 +49,9 @@ def files(tmp_path):
     (tmp_path / "key").write_bytes(KEY + b"\n")
     (tmp_path / "wrong-key").write_bytes(b"another key\n")
     (tmp_path / "empty-key").write_bytes(b"\n")
-    paths.update(key=str(tmp_path / "key"), wrong_key=str(tmp_path / "wrong-key"), empty_key=str(tmp_path / "empty-key"))
+    paths.update(
+        key=str(tmp_path / "key"), wrong_key=str(tmp_path / "wrong-key"), empty_key=str(tmp_path / "empty-key")
+    )
     return paths
 
 
@@ -131,7 +133,9 @@ def test_inspect_shows_a_bad_checksum_and_a_malformed_tree(files, capsys):
     assert rc == 0 and field(out, "node tree").startswith("MALFORMED") and "5 items" in out
 
 
-@pytest.mark.parametrize(("name", "message"), [("garbage.frt", "not a valid freight payload"), ("empty.frt", "empty file")])
+@pytest.mark.parametrize(
+    ("name", "message"), [("garbage.frt", "not a valid freight payload"), ("empty.frt", "empty file")]
+)
 def test_inspect_of_a_file_that_is_not_a_payload_fails(files, capsys, name, message):
     rc, out, err = run(capsys, "inspect", files[name])
     assert rc == 1 and out == "" and message in err
