@@ -55,10 +55,28 @@ bench: build  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(),
 	$(PY) benchmarks/bench_compression.py
 	$(PY) benchmarks/bench_libraries.py
 
+LINT_DEPS := ruff mypy
+LINT_STAMP := $(VENV)/.lint-deps-installed
+PY_SRC := python tests benchmarks
+
+$(LINT_STAMP): $(PY) Makefile
+	$(PIP) install -q $(LINT_DEPS)
+	touch $(LINT_STAMP)
+
 .PHONY: lint
-lint:  ## cargo fmt --check and clippy
+lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format --check, stubtest of the extension
 	cargo fmt --all -- --check
 	cargo clippy --workspace --release -- -D warnings
+	$(VENV)/bin/ruff check $(PY_SRC)
+	$(VENV)/bin/ruff format --check $(PY_SRC)
+	@# --ignore-unused-allowlist: some entries apply to some Python versions only (see the file).
+	$(PY) -m mypy.stubtest freight._freight --allowlist python/freight/stubtest-allowlist.txt --ignore-unused-allowlist
+
+.PHONY: format
+format: $(LINT_STAMP)  ## cargo fmt, ruff check --fix, ruff format
+	cargo fmt --all
+	$(VENV)/bin/ruff check --fix $(PY_SRC)
+	$(VENV)/bin/ruff format $(PY_SRC)
 
 .PHONY: clean
 clean:  ## Remove build outputs and the virtualenv

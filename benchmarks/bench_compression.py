@@ -34,8 +34,9 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 try:
     import numpy as np
@@ -50,8 +51,19 @@ except ImportError:  # pragma: no cover - benchmark-only peers
     sys.exit("bench_compression.py needs the peers lz4 and zstandard (pip install lz4 zstandard)")
 
 import freight
-from harness import MiB, Target, finish, parse_args, Timing, fmt_ns, fmt_rate, ncpu, print_table, print_targets, time_interleaved
-
+from harness import (
+    MiB,
+    Target,
+    Timing,
+    finish,
+    fmt_ns,
+    fmt_rate,
+    ncpu,
+    parse_args,
+    print_table,
+    print_targets,
+    time_interleaved,
+)
 
 # --------------------------------------------------------------------------------------------
 # Configuration and timing
@@ -117,7 +129,9 @@ class Report:
         self.measurements.append(m)
         return m
 
-    def target(self, case: str, name: str, measured: str, required: str, passed: bool, value: float | None = None) -> None:
+    def target(
+        self, case: str, name: str, measured: str, required: str, passed: bool, value: float | None = None
+    ) -> None:
         self.targets.append(Target(case, name, measured, required, bool(passed), value))
 
     def check(self, ok: bool, what: str) -> bool:
@@ -184,7 +198,9 @@ def compressible_int64(nbytes: int) -> np.ndarray:
 
 def random_bits_float64(nbytes: int) -> np.ndarray:
     """Uniformly random 64-bit patterns viewed as float64: incompressible, with or without shuffle."""
-    bits = np.random.default_rng(1).integers(0, np.iinfo(np.uint64).max, size=nbytes // 8, dtype=np.uint64, endpoint=True)
+    bits = np.random.default_rng(1).integers(
+        0, np.iinfo(np.uint64).max, size=nbytes // 8, dtype=np.uint64, endpoint=True
+    )
     return bits.view(np.float64)
 
 
@@ -239,12 +255,18 @@ def case_lz4(report: Report, cfg: Config) -> list[str]:
     )
     cores = ncpu()
     fr = report.measure(
-        Measurement("1", f"freight lz4 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({cores})")
+        Measurement(
+            "1", f"freight lz4 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({cores})"
+        )
     )
     report.measure(
-        Measurement("1", "freight lz4, uint8 view (no shuffle)", n, len(blob_u8), t["u8_dumps"], t["u8_loads"], f"all ({cores})")
+        Measurement(
+            "1", "freight lz4, uint8 view (no shuffle)", n, len(blob_u8), t["u8_dumps"], t["u8_loads"], f"all ({cores})"
+        )
     )
-    pr = report.measure(Measurement("1", "python-lz4 lz4.frame (defaults)", n, len(peer), t["p_comp"], t["p_decomp"], "1"))
+    pr = report.measure(
+        Measurement("1", "python-lz4 lz4.frame (defaults)", n, len(peer), t["p_comp"], t["p_decomp"], "1")
+    )
 
     codec_targets(report, "1", "lz4", "lz4.frame", fr, pr)
     report.target(
@@ -301,12 +323,20 @@ def case_zstd(report: Report, cfg: Config) -> list[str]:
     )
     cores = ncpu()
     fr = report.measure(
-        Measurement("2", f"freight zstd-3 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({cores})")
+        Measurement(
+            "2", f"freight zstd-3 (shuffle={f['shuffle']})", n, len(blob), t["f_dumps"], t["f_loads"], f"all ({cores})"
+        )
     )
     pr = report.measure(Measurement("2", "zstandard level 3", n, len(peer), t["p_comp"], t["p_decomp"], "1"))
     report.measure(
         Measurement(
-            "2", "zstandard level 3, threads=-1 (info)", n, len(peer_mt), t["mt_comp"], t["mt_decomp"], f"{cores} (compress)"
+            "2",
+            "zstandard level 3, threads=-1 (info)",
+            n,
+            len(peer_mt),
+            t["mt_comp"],
+            t["mt_decomp"],
+            f"{cores} (compress)",
         )
     )
 
@@ -368,10 +398,14 @@ def case_auto(report: Report, cfg: Config) -> list[str]:
         Measurement("3", "random bits: compression=None", n, len(blob_none), t["none_dumps"], t["none_loads"], cores)
     )
     auto = report.measure(
-        Measurement("3", f"random bits: auto -> {f['codec']}", n, len(blob_auto), t["auto_dumps"], t["auto_loads"], cores)
+        Measurement(
+            "3", f"random bits: auto -> {f['codec']}", n, len(blob_auto), t["auto_dumps"], t["auto_loads"], cores
+        )
     )
     uni_none = report.measure(
-        Measurement("3", "rng.random(): None (info)", n, len(blob_uni_none), t["uni_none_dumps"], t["uni_none_loads"], cores)
+        Measurement(
+            "3", "rng.random(): None (info)", n, len(blob_uni_none), t["uni_none_dumps"], t["uni_none_loads"], cores
+        )
     )
     uni_auto = report.measure(
         Measurement(
@@ -476,9 +510,7 @@ def effective_cores(n: int) -> float | None:
     import subprocess
 
     def run(k: int) -> list[float]:
-        procs = [
-            subprocess.Popen([sys.executable, "-c", _SPIN], stdout=subprocess.PIPE, text=True) for _ in range(k)
-        ]
+        procs = [subprocess.Popen([sys.executable, "-c", _SPIN], stdout=subprocess.PIPE, text=True) for _ in range(k)]
         return [float(p.communicate()[0]) for p in procs]
 
     try:

@@ -30,8 +30,9 @@ import sys
 import textwrap
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 try:
     import numpy as np
@@ -45,7 +46,6 @@ except ImportError:  # pragma: no cover - cloudpickle is a dependency of freight
 
 import freight
 from harness import MiB, finish, fmt_bytes, fmt_ns, parse_args, print_table
-
 
 # --------------------------------------------------------------------------------------------
 # Timing
@@ -381,9 +381,7 @@ def case_large(report: Report, cfg: Config) -> None:
         report.extra[f"zero_copy_loads_frames_writeable_{size_mib}MiB"] = bool(zc_frames.flags.writeable)
         del zc_frames
         t_lf = time_small(lambda: freight.loads_frames(frames, zero_copy=True), cfg, min_number=1_000)
-        t_rt = time_small(
-            lambda: freight.loads_frames(freight.dumps_frames(a), zero_copy=True), cfg, min_number=1_000
-        )
+        t_rt = time_small(lambda: freight.loads_frames(freight.dumps_frames(a), zero_copy=True), cfg, min_number=1_000)
         t_lf_default = time_small(lambda: freight.loads_frames(frames), cfg, min_number=100)
         parts = pickle5_oob_dumps(a)
         t_p_oob_d = time_small(lambda: pickle5_oob_dumps(a), cfg, min_number=1_000)
@@ -470,10 +468,7 @@ _PEAK_SCRIPT = textwrap.dedent(
 # carries the old address space's high-water mark across exec), so a child forked from this
 # benchmark, which holds hundreds of MiB, would report a useless baseline. The child is therefore
 # started from a small launcher process whose own RSS is far below the child's baseline.
-_LAUNCHER = (
-    "import subprocess, sys; "
-    "sys.exit(subprocess.run([sys.executable, '-c'] + sys.argv[1:]).returncode)"
-)
+_LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c'] + sys.argv[1:]).returncode)"
 
 
 def peak_memory(report: Report, cfg: Config) -> None:

@@ -32,13 +32,25 @@ import platform
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import freight
-from harness import MiB, Target, finish, parse_args, fmt_bytes, fmt_ns, ncpu, print_table, print_targets, time_interleaved
+from harness import (
+    MiB,
+    Target,
+    finish,
+    fmt_bytes,
+    fmt_ns,
+    ncpu,
+    parse_args,
+    print_table,
+    print_targets,
+    time_interleaved,
+)
 
 
 class Config:
@@ -79,7 +91,9 @@ class Report:
         """Times the round trips ``{name: (function, payload size)}`` interleaved and records
         them; ``targets`` maps a peer to how many times freight's time it must take at least.
         Returns the medians by name (and the sizes, by name, under the key "sizes")."""
-        times = {name: t.median_ns for name, t in time_interleaved({n: fn for n, (fn, _) in runs.items()}, repeat).items()}
+        times = {
+            name: t.median_ns for name, t in time_interleaved({n: fn for n, (fn, _) in runs.items()}, repeat).items()
+        }
         for name, ns in times.items():
             self.results.append(Result(case, name, ns, runs[name][1]))
         for peer, at_least in (targets or {}).items():
@@ -115,7 +129,9 @@ def pickle_round_trip(x: Any) -> Callable[[], Any]:
     return lambda: pickle.loads(pickle.dumps(x, protocol=5))
 
 
-def through_bytesio(write: Callable[[Any, io.BytesIO], Any], read: Callable[[io.BytesIO], Any], x: Any) -> Callable[[], Any]:
+def through_bytesio(
+    write: Callable[[Any, io.BytesIO], Any], read: Callable[[io.BytesIO], Any], x: Any
+) -> Callable[[], Any]:
     def run() -> Any:
         buf = io.BytesIO()
         write(x, buf)
@@ -181,7 +197,13 @@ def case_pandas(report: Report, cfg: Config) -> None:
         targets={"pickle-5": 1.5, "parquet": 5.0},
     )["sizes"]
     report.targets.append(
-        Target("p", "payload vs pickle-5", f"{sizes['freight']:,} vs {sizes['pickle-5']:,} B", "<=", sizes["freight"] <= sizes["pickle-5"])
+        Target(
+            "p",
+            "payload vs pickle-5",
+            f"{sizes['freight']:,} vs {sizes['pickle-5']:,} B",
+            "<=",
+            sizes["freight"] <= sizes["pickle-5"],
+        )
     )
 
 
@@ -269,7 +291,15 @@ def case_arrow(report: Report, cfg: Config) -> None:
         max(cfg.repeat, 9),
     )
     ms = times["freight"] / 1e6
-    report.targets.append(Target("a", f"dumps_frames + loads_frames(zero_copy), {fmt_bytes(table.nbytes)}", f"{ms:.3f} ms", "< 1 ms", ms < 1.0))
+    report.targets.append(
+        Target(
+            "a",
+            f"dumps_frames + loads_frames(zero_copy), {fmt_bytes(table.nbytes)}",
+            f"{ms:.3f} ms",
+            "< 1 ms",
+            ms < 1.0,
+        )
+    )
 
 
 def case_tensorflow(report: Report, cfg: Config) -> None:
@@ -304,7 +334,11 @@ CASES: dict[str, tuple[str, Callable[[Report, Config], None]]] = {
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(
-        "bench_libraries.py", __doc__.split("\n")[0], "".join(CASES), "1e5 rows and 32 MiB tensors, fewer repetitions", argv
+        "bench_libraries.py",
+        __doc__.split("\n")[0],
+        "".join(CASES),
+        "1e5 rows and 32 MiB tensors, fewer repetitions",
+        argv,
     )
 
     cfg = Config(args.quick)

@@ -10,8 +10,9 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 MiB = 1 << 20
 
@@ -132,7 +133,13 @@ def parse_args(prog: str, description: str, cases: str, quick: str, argv: list[s
 
 
 def finish(
-    args: argparse.Namespace, passed: int, checked: int, elapsed: float, misses: list[str], errors: list[str], results: dict
+    args: argparse.Namespace,
+    passed: int,
+    checked: int,
+    elapsed: float,
+    misses: list[str],
+    errors: list[str],
+    results: dict,
 ) -> int:
     """Prints the summary (targets passed, one line per miss and per error), writes ``results``
     as JSON when --json was given, and returns the exit status: 2 when something failed to

@@ -7,6 +7,19 @@
 
 from __future__ import annotations
 
+from freight._api import (
+    Freight,
+    dump,
+    dumps,
+    dumps_frames,
+    inspect,
+    load,
+    loads,
+    loads_frames,
+    register,
+    unregister,
+    verify,
+)
 from freight._freight import __version__
 from freight.exceptions import (
     DeserializationError,
@@ -19,18 +32,6 @@ from freight.exceptions import (
     UnsafePayloadError,
 )
 from freight.registry import Registry
-from freight._api import (
-    Freight,
-    dump,
-    dumps,
-    dumps_frames,
-    inspect,
-    load,
-    loads,
-    loads_frames,
-    register,
-    unregister,
-)
 
 __all__ = [
     "__version__",
@@ -43,6 +44,7 @@ __all__ = [
     "dump",
     "load",
     "inspect",
+    "verify",
     "register",
     "unregister",
     "FreightError",

@@ -3,18 +3,34 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 
 from __future__ import annotations
 
-import mmap
 import os
-from typing import IO, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, TYPE_CHECKING, Any
 
 from freight import _freight
-from freight.exceptions import DeserializationError
 from freight.registry import GLOBAL, Entry, Registry
+from freight.storage import files
 
-__all__ = ["Freight", "dumps", "loads", "dumps_frames", "loads_frames", "dump", "load", "inspect", "register", "unregister"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
+    from typing_extensions import Buffer
 
-_MMAP_MIN = 1 << 20
+    from freight._freight import PayloadInfo
+
+__all__ = [
+    "Freight",
+    "dumps",
+    "loads",
+    "dumps_frames",
+    "loads_frames",
+    "dump",
+    "load",
+    "inspect",
+    "verify",
+    "register",
+    "unregister",
+]
 
 
 class Freight:
@@ -49,6 +65,16 @@ class Freight:
         max_size: int | None = None,
         registry: Registry | None = None,
     ):
+        # What pickling needs to build an equivalent instance (see __reduce__).
+        self._options: dict[str, Any] = {
+            "allow_pickle": allow_pickle,
+            "zero_copy": zero_copy,
+            "verify": verify,
+            "checksum": checksum,
+            "compression": compression,
+            "key": key,
+            "max_size": max_size,
+        }
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
         self._codec = _freight.Codec(
             self.registry,
@@ -83,15 +109,7 @@ class Freight:
 
     def dump(self, obj: Any, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> None:
         """Writes ``dumps(obj)`` to a path (atomically: temp file, then rename) or a binary file."""
-        data = self.dumps(obj, **options)
-        if isinstance(file, (str, os.PathLike)):
-            path = os.fspath(file)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        else:
-            file.write(data)
+        files.write_payload(self.dumps(obj, **options), file)
 
     def load(self, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> Any:
         """Reads a payload from a path or a binary file and decodes it.
@@ -99,22 +117,27 @@ class Freight:
         A path of 1 MiB or more is memory-mapped rather than read: read-only arrays (and, with
         ``zero_copy=True``, all arrays) are then views of the mapped file, and writable arrays are
         copied out of it once."""
-        if isinstance(file, (str, os.PathLike)):
-            with open(file, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size >= _MMAP_MIN:
-                    # The map outlives the file object; views into it keep it alive.
-                    data: Any = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-                else:
-                    data = fh.read()
-        else:
-            data = file.read()
-            if not isinstance(data, (bytes, bytearray)):
-                raise DeserializationError(f"file {file!r} is not opened in binary mode: read() gave {type(data).__name__}")
-        return self.loads(data, **options)
+        return self.loads(files.read_payload(file), **options)
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """Pickles as its options and its registry: a call that builds an equivalent instance.
+
+        The global registry travels by reference (the unpickling side uses its own, with what
+        its imports registered); this instance's own layer travels with its serializers, which
+        must pickle themselves (by reference for module-level classes, as pickle does), else
+        :class:`SerializationError` says to register them in a module the workers import.
+        ``copy.copy`` shares the registry layer; ``copy.deepcopy`` copies it."""
+        if self is _DEFAULT:
+            return "_DEFAULT"  # the module-level instance: the unpickling side's own one
+        return (_rebuild, (type(self), self._options, self.registry))
 
     def __repr__(self) -> str:
         return f"<freight.Freight registry={self.registry!r}>"
+
+
+def _rebuild(cls: type[Freight], options: dict[str, Any], registry: Registry) -> Freight:
+    """Unpickles a :class:`Freight` (see ``Freight.__reduce__``)."""
+    return cls(registry=registry, **options)
 
 
 _DEFAULT = Freight(registry=GLOBAL)
@@ -156,11 +179,32 @@ def unregister(tag: str) -> None:
     GLOBAL.unregister(tag)
 
 
-def inspect(data: Any, key: bytes | list[bytes] | None = None) -> dict[str, Any]:
-    """Describes a payload without decoding it: format version, flags, tags, producer versions,
-    frames (codec, sizes, ratio, shuffle, checksums and whether they match), whether it is
-    signed and, given ``key``, whether the signature matches (``signature_ok``), and the node
-    tree's shape.
+def inspect(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = None) -> PayloadInfo:
+    """Describes a payload without decoding it: format version, header flags, tags, producer
+    versions, frames (codec, sizes, ratio, shuffle, checksums and whether they match), whether
+    it is signed and, given ``key``, whether the signature matches (``signature_ok``), and the
+    node tree's shape. The keys are those of :class:`freight._freight.PayloadInfo`.
 
-    ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output)."""
+    ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output).
+
+    Raises:
+        DeserializationError: the header cannot be parsed (not a freight payload, truncated).
+    """
     return _freight.inspect(data, key)
+
+
+def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = None) -> None:
+    """Checks a payload without decoding it (so without running anything it holds): the header,
+    the frame table, every frame checksum, the node tree's structure and, given ``key``, the
+    signature. Returns None when all of it holds.
+
+    ``data`` is a buffer (``dumps`` output) or a list of buffers (``dumps_frames`` output).
+    Frames written without a checksum (``checksum=False``) cannot be checked; :func:`inspect`
+    shows which ones.
+
+    Raises:
+        IntegrityError: a checksum or the signature does not match (or a key was given and the
+            payload is not signed).
+        DeserializationError: the header, frame table or node tree is malformed.
+    """
+    _freight.verify(data, key)

@@ -1,42 +1,137 @@
-"""Type stubs of the Rust extension ``freight._freight`` (see crates/freight-py)."""
+"""Type stubs of the Rust extension ``freight._freight`` (see crates/freight-py).
 
-from typing import Any, Final, Literal, Protocol, Sequence
+Checked against the compiled module by ``make lint`` (``python -m mypy.stubtest freight._freight``,
+with ``stubtest-allowlist.txt``).
+"""
 
-from typing_extensions import Buffer
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal, Protocol, TypedDict, final, type_check_only
+
+from typing_extensions import Buffer, NotRequired, Self
+
+__all__ = [
+    "__version__",
+    "FORMAT_VERSION",
+    "FRAME_ALIGN",
+    "DEBUG_BUILD",
+    "Codec",
+    "FrameBuffer",
+    "PickleSink",
+    "PickleSource",
+    "ChainedReduce",
+    "inspect",
+    "verify",
+    "_envelope",
+    "string_array_valid",
+]
 
 __version__: Final[str]
 FORMAT_VERSION: Final[int]
 FRAME_ALIGN: Final[int]
 DEBUG_BUILD: Final[bool]
 
-Compression = None | Literal["none", "lz4", "zstd", "auto"] | tuple[Literal["zstd", "lz4"], int]
-Key = None | bytes | list[bytes] | tuple[bytes, ...]
+_Compression = None | Literal["none", "lz4", "zstd", "auto"] | tuple[Literal["zstd", "lz4"], int]
+_Key = None | bytes | list[bytes] | tuple[bytes, ...]
+_Payload = Buffer | Sequence[Buffer]  # ``dumps`` output, or ``dumps_frames`` output
 
-def _envelope(tree: bytes, frames: list[Buffer] = ..., tags: list[str] = ..., needs_pickle: bool = False) -> bytes:
-    """Wraps a raw node tree and frames in a valid envelope (for tests and fuzzers)."""
+# --------------------------------------------------------------------------------------------
+# What the Rust side reads from a registry (freight.registry.Registry and Entry satisfy these)
+# --------------------------------------------------------------------------------------------
 
+@type_check_only
+class _Entry(Protocol):
+    @property
+    def tag(self) -> str: ...
+    @property
+    def safe(self) -> bool: ...
+    @property
+    def subclasses(self) -> bool: ...
+    def encode(self, obj: Any, /) -> tuple[Any, list[Any]]: ...
+    def decode(self, meta: Any, frames: list[memoryview], /) -> Any: ...
+    def accepts(self, obj: Any, /) -> bool: ...
+
+@type_check_only
 class _Registry(Protocol):
-    _predicate_view: list[Any]
-    def by_tag(self, tag: str) -> Any: ...
+    # Read without calling back into Python: the registry updates these objects in place.
+    @property
+    def _native_view(self) -> Mapping[type, _Entry]: ...
+    @property
+    def _predicate_view(self) -> Sequence[_Entry]: ...
+    @property
+    def _pending_view(self) -> Mapping[str, str]: ...
+    def types_view(self) -> Mapping[type, _Entry]: ...
+    def _load_library(self, top: str, /) -> bool: ...
+    def by_tag(self, tag: str, /) -> _Entry: ...
 
+# --------------------------------------------------------------------------------------------
+# What inspect() returns
+# --------------------------------------------------------------------------------------------
+
+@type_check_only
+class FrameInfo(TypedDict):
+    """One frame of a payload, as :func:`inspect` describes it."""
+
+    index: int
+    offset: int | None  # where the frame starts in the payload; None for a dumps_frames list
+    length: int  # raw (decompressed) length
+    stored_length: int  # length as stored (compressed)
+    codec: Literal["none", "lz4", "zstd"]
+    shuffle: int | None  # byte-shuffle element size, None when not shuffled
+    ratio: float  # stored_length / length (1.0 for an empty frame)
+    block_checksum: bool  # checksummed per 1 MiB block rather than as a whole
+    checksum: str | None  # the stored xxh3-64, 16 hex digits; None when none was written
+    checksum_ok: bool | None  # whether the frame's bytes match it; None without a checksum
+
+@type_check_only
+class TreeInfo(TypedDict):
+    """The node tree of a payload, walked without building any object."""
+
+    ok: bool  # whether the walk got through the tree
+    length: int  # bytes
+    nodes: NotRequired[int]  # present when ok
+    max_depth: NotRequired[int]  # present when ok
+    pickle_nodes: NotRequired[int]  # present when ok
+    node_tags: NotRequired[dict[str, int]]  # node kind -> count; present when ok
+    error: NotRequired[str]  # present when not ok: why the walk stopped
+
+@type_check_only
+class PayloadInfo(TypedDict):
+    """What :func:`inspect` returns."""
+
+    format_version: int
+    flags: list[Literal["needs_pickle", "frames", "meta", "signed"]]  # the header flags that are set
+    needs_pickle: bool
+    signed: bool
+    signature_ok: bool | None  # None when no key was given
+    header_length: int
+    total_length: int
+    tags: list[str]  # serializer tags the payload uses
+    producer: dict[str, str]  # library -> version, as the writer recorded them
+    frames: list[FrameInfo]
+    tree: TreeInfo
+
+# --------------------------------------------------------------------------------------------
+# Classes
+# --------------------------------------------------------------------------------------------
+
+@final
 class Codec:
     """The configured encoder/decoder behind :class:`freight.Freight`."""
 
-    def __init__(
-        self,
-        types: dict[type, Any],
+    def __new__(
+        cls,
         registry: _Registry,
         *,
         allow_pickle: bool = True,
         zero_copy: bool = False,
         verify: bool | None = None,
         checksum: bool = True,
-        compression: Compression = None,
-        key: Key = None,
+        compression: _Compression = None,
+        key: _Key = None,
         max_size: int | None = None,
-    ) -> None: ...
+    ) -> Self: ...
     def dumps(
-        self, obj: Any, /, *, checksum: bool | None = None, compression: Compression = None, key: Key = None
+        self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
     ) -> bytes:
         """Serializes ``obj`` into one ``bytes`` (each frame copied exactly once).
 
@@ -50,7 +145,7 @@ class Codec:
             SerializationError: nothing (native encoder, registry, pickle, cloudpickle) can encode it.
         """
     def dumps_frames(
-        self, obj: Any, /, *, checksum: bool = False, compression: Compression = None, key: Key = None
+        self, obj: Any, /, *, checksum: bool = False, compression: _Compression = None, key: _Key = None
     ) -> list[memoryview | bytes]:
         """Serializes ``obj`` into ``[header, frame, ...]``; frames are read-only views of the
         original memory (no copy). No checksums unless asked (computing them reads every byte)."""
@@ -62,7 +157,7 @@ class Codec:
         allow_pickle: bool | None = None,
         zero_copy: bool | None = None,
         verify: bool | None = None,
-        key: Key = None,
+        key: _Key = None,
         max_size: int | None = None,
     ) -> Any:
         """Deserializes a payload from any buffer (bytes, bytearray, memoryview, mmap, ...).
@@ -87,27 +182,59 @@ class Codec:
         allow_pickle: bool | None = None,
         zero_copy: bool | None = None,
         verify: bool | None = None,
-        key: Key = None,
+        key: _Key = None,
         max_size: int | None = None,
     ) -> Any:
         """Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame)."""
 
+@final
 class FrameBuffer:
     """Memory owned by something else (an input payload, an array), exposed as a buffer."""
 
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
-class PickleSink: ...
-class PickleSource: ...
-class ChainedReduce: ...
+@final
+class PickleSink:
+    """The pickler side of the pickle bridge (see freight/_pickle.py); made by the codec."""
 
-def inspect(data: Buffer, key: Key = None) -> dict[str, Any]:
+    def begin(self, cloud: bool) -> None: ...
+    @property
+    def needs_persistent_id(self) -> bool: ...
+    def persistent_id(self, obj: Any) -> int | None: ...
+    def reduce(self, obj: Any) -> Any: ...
+    def buffer_callback(self, buffer: Any) -> bool: ...
+    def chain(self, fallback: Any) -> ChainedReduce: ...
+
+@final
+class ChainedReduce:
+    """``PickleSink.reduce``, falling back to another ``reducer_override``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def close(self) -> None: ...
+
+@final
+class PickleSource:
+    """The unpickler side of the pickle bridge: ``persistent_load`` of freight externals."""
+
+    def persistent_load(self, pid: Any) -> Any: ...
+
+# --------------------------------------------------------------------------------------------
+# Functions
+# --------------------------------------------------------------------------------------------
+
+# Built with the `testing` cargo feature only (make build turns it on).
+def _envelope(tree: bytes, frames: list[Buffer] = ..., tags: list[str] = ..., needs_pickle: bool = False) -> bytes:
+    """Wraps a raw node tree and frames in a valid envelope (for tests and fuzzers)."""
+
+def inspect(data: _Payload, key: _Key = None) -> PayloadInfo:
     """Describes a payload (header, tags, producer versions, frames and checksums, tree shape)
-    without decoding it."""
+    without decoding it. ``data`` is ``dumps`` output or a ``dumps_frames`` list."""
 
-def inspect_frames(parts: list[Buffer], key: Key = None) -> dict[str, Any]:
-    """``inspect`` for the output of ``dumps_frames``."""
+def verify(data: _Payload, key: _Key = None) -> None:
+    """Checks a payload without decoding it: header, frame table, every frame checksum, the
+    tree's structure and, given ``key``, the signature. Raises IntegrityError or
+    DeserializationError naming the problem."""
 
 def string_array_valid(offsets: Buffer, data: Buffer | None, wide: bool, start: int, length: int) -> bool:
     """Whether an Arrow string array's buffers hold ``length`` valid values from value ``start``:

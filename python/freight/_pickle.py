@@ -5,11 +5,12 @@ The Rust encoder calls :func:`dump` with a *sink*. The sink's ``reduce`` (the pi
 back to freight, which encodes them as nodes and frames ("externals", rebuilt on load by
 :func:`_external`). ``reducer_override`` is used rather than ``persistent_id`` because pickle
 calls ``persistent_id`` for every object, ints and strs included, and that costs a call each;
-``persistent_id`` is used only when a serializer is registered for such a built-in type; ``buffer_callback`` turns protocol-5 out-of-band buffers
-into frames. Plain pickle is tried first (fast); when it fails, or the sink sees a lambda, a
-local function or anything defined in ``__main__``, the whole payload is pickled again by one
-cloudpickle pickler, so identity holds across the payload (the same function twice is one
-function; functions share their globals; dynamic classes stay the same class).
+``persistent_id`` is used only when a serializer is registered for such a built-in type;
+``buffer_callback`` turns protocol-5 out-of-band buffers into frames. Plain pickle is tried
+first (fast); when it fails, or the sink sees a lambda, a local function or anything defined in
+``__main__``, the whole payload is pickled again by one cloudpickle pickler, so identity holds
+across the payload (the same function twice is one function; functions share their globals;
+dynamic classes stay the same class).
 """
 
 from __future__ import annotations

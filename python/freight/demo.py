@@ -17,7 +17,8 @@ import pickle
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["main", "build_objects"]
 
@@ -234,9 +235,10 @@ def main(store: str | None = None) -> int:
         load_t: dict[str, float | None] = {}
         for codec, (dumps, loads) in codecs.items():
             try:
-                dump_t[codec], blob = _median_ns(lambda: dumps(obj))
+                # The lambdas run now, inside this iteration (B023); `del blob` below confuses F821.
+                dump_t[codec], blob = _median_ns(lambda: dumps(obj))  # noqa: B023
                 sizes[codec] = len(blob)
-                load_t[codec], back = _median_ns(lambda: loads(blob))
+                load_t[codec], back = _median_ns(lambda: loads(blob))  # noqa: B023, F821
                 if codec == "freight":
                     problem = _verify(name, obj, back)
                     if problem:
@@ -251,10 +253,7 @@ def main(store: str | None = None) -> int:
             f, p = d.get("freight"), d.get(peer)
             return f"{p / f:.1f}x" if f and p else "n/a"
 
-        size_rows.append(
-            [name]
-            + [_fmt_bytes(sizes[c]) if sizes[c] is not None else "can't" for c in codecs]
-        )
+        size_rows.append([name] + [_fmt_bytes(sizes[c]) if sizes[c] is not None else "can't" for c in codecs])
         time_rows.append(
             [name]
             + [_fmt_ms(dump_t[c]) if dump_t[c] is not None else "can't" for c in codecs]
@@ -282,7 +281,7 @@ def main(store: str | None = None) -> int:
         time_rows,
         right=set(range(1, 9)),
     )
-    print("  (pickle-5 \"can't\": plain pickle cannot serialize closures; freight and cloudpickle can.)")
+    print('  (pickle-5 "can\'t": plain pickle cannot serialize closures; freight and cloudpickle can.)')
 
     elapsed = time.perf_counter() - started
     print()

@@ -14,15 +14,18 @@ Three shapes of serializer register as they are:
 
 from __future__ import annotations
 
+import copy
 import datetime
 import decimal
 import importlib
-import pathlib
-import uuid
 import inspect as _inspect
+import pathlib
+import pickle
 import threading
+import uuid
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from freight.exceptions import MissingDependencyError, SerializationError, UnknownTagError
 
@@ -89,7 +92,17 @@ class Entry:
     """A registered serializer, normalised to the full protocol. The Rust walker calls
     ``encode``/``decode`` and reads ``tag`` and ``safe``."""
 
-    __slots__ = ("tag", "safe", "types", "serializer", "predicate", "simple", "subclasses", "_serialize", "_deserialize")
+    __slots__ = (
+        "tag",
+        "safe",
+        "types",
+        "serializer",
+        "predicate",
+        "simple",
+        "subclasses",
+        "_serialize",
+        "_deserialize",
+    )
 
     def __init__(self, serializer: Any, tag: str | None, types: Iterable[type] | None, safe: bool | None):
         self.serializer = serializer
@@ -159,6 +172,11 @@ class Entry:
         return f"<freight serializer {self.tag!r} types={[t.__qualname__ for t in self.types]} safe={self.safe}>"
 
 
+# A layer's own registrations, as Registry._state() returns them: (serializer, tag, types, safe)
+# per entry, (type, tag) per type, the tags of the predicate serializers in order.
+_LayerState = tuple[list[tuple[Any, str, tuple[type, ...], bool]], list[tuple[type, str]], list[str]]
+
+
 def _default_tag(serializer: Any) -> str:
     cls = serializer if isinstance(serializer, type) else type(serializer)
     return f"{cls.__module__}.{cls.__qualname__}"
@@ -185,7 +203,6 @@ class Registry:
         self._predicate_view: list[Entry] = []
         # Shared by all registries: libraries whose built-in serializers are not loaded yet.
         self._pending_view = _PENDING
-        self._mro_cache: dict[type, Entry | None] = {}
         if parent is not None:
             parent._children.add(self)
         self._rebuild()
@@ -257,7 +274,6 @@ class Registry:
             self._native_view.pop(stale, None)
         self._native_view.update(native)
         self._predicate_view[:] = [e for layer in self._layers() for e in layer._predicates]
-        self._mro_cache.clear()
         for child in list(self._children):
             child._rebuild()
 
@@ -265,26 +281,6 @@ class Registry:
         """Exact type -> entry, over all layers (what the Rust walker checks first). Always the
         same dict object, updated in place."""
         return self._types_view
-
-    def lookup(self, obj: Any) -> Entry | None:
-        """The slow path for objects whose exact type is not registered: MRO, then predicates."""
-        cls = type(obj)
-        try:
-            entry = self._mro_cache[cls]
-        except KeyError:
-            entry = None
-            for base in cls.__mro__[1:]:
-                entry = self._types_view.get(base)
-                if entry is not None:
-                    break
-            self._mro_cache[cls] = entry
-        if entry is not None:
-            return entry
-        for layer in self._layers():
-            for candidate in layer._predicates:
-                if candidate.accepts(obj):
-                    return candidate
-        return None
 
     @staticmethod
     def _load_library(top: str) -> bool:
@@ -317,8 +313,67 @@ class Registry:
             "serializer on this side (freight.register) before loading"
         )
 
+    # -- copying and pickling ------------------------------------------------------------------
+    # GLOBAL and BUILTINS travel by reference: the other side uses its own, filled by its imports.
+    # Any other layer travels by value: its parent, then its own registrations.
+    def _state(self) -> _LayerState:
+        """This layer's own registrations: each entry's (serializer, tag, types, safe) in the
+        order they were made, then which entry holds each type, then the predicate order."""
+        with self._lock:
+            entries = [(e.serializer, e.tag, e.types, e.safe) for e in self._by_tag.values()]
+            by_type = [(t, e.tag) for t, e in self._by_type.items()]
+            predicates = [e.tag for e in self._predicates]
+        return entries, by_type, predicates
+
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        if self is GLOBAL:
+            return "GLOBAL"
+        if self is BUILTINS:
+            return "BUILTINS"
+        state = self._state()
+        for serializer, tag, types, _safe in state[0]:
+            try:
+                pickle.dumps((serializer, types), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                raise SerializationError(
+                    f"cannot pickle this registry layer: its serializer {tag!r} ({type(serializer).__qualname__}) "
+                    f"cannot be pickled ({type(exc).__name__}: {exc}); register it with freight.register() in a "
+                    "module that the unpickling side (every worker) imports, or define its class and types at the "
+                    "top level of such a module so that they pickle by reference"
+                ) from exc
+        return (_restore_layer, (self.parent, state))
+
+    def __copy__(self) -> Registry:
+        if self is GLOBAL or self is BUILTINS:
+            return self
+        return _restore_layer(self.parent, self._state())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Registry:
+        if self is GLOBAL or self is BUILTINS:
+            return self
+        try:
+            state = copy.deepcopy(self._state(), memo)
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot deep-copy this registry layer: a serializer on it cannot be copied ({type(exc).__name__}: "
+                f"{exc}); use copy.copy(), which shares the serializer objects"
+            ) from exc
+        return _restore_layer(copy.deepcopy(self.parent, memo), state)
+
     def __repr__(self) -> str:
         return f"<freight.Registry {sorted(self._by_tag)} parent={self.parent is not None}>"
+
+
+def _restore_layer(parent: Registry | None, state: _LayerState) -> Registry:
+    """Unpickles (and copies) a registry layer: a new layer over ``parent`` with the same entries."""
+    entries, by_type, predicates = state
+    layer = Registry(parent=parent)
+    by_tag = {tag: Entry(serializer, tag, types, safe) for serializer, tag, types, safe in entries}
+    layer._by_tag.update(by_tag)
+    layer._by_type.update((t, by_tag[tag]) for t, tag in by_type)
+    layer._predicates.extend(by_tag[tag] for tag in predicates)
+    layer._rebuild()
+    return layer
 
 
 # freight's own serializers for third-party types; user registrations (GLOBAL, and the layers

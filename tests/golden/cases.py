@@ -13,7 +13,8 @@ import decimal
 import fractions
 import pathlib
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,9 @@ def numpy_arrays() -> Any:
         "timedelta": np.array([1, 2], dtype="m8[s]"),
         "unicode": np.array(["a", "bcd"], dtype="<U3"),
         "bytes": np.array([b"x", b"yz"], dtype="S2"),
-        "structured": np.array([(1, 2.5), (3, 4.5)], dtype=np.dtype({"names": ["a", "b"], "formats": ["u1", "<f8"], "align": True})),
+        "structured": np.array(
+            [(1, 2.5), (3, 4.5)], dtype=np.dtype({"names": ["a", "b"], "formats": ["u1", "<f8"], "align": True})
+        ),
         "zero_d": np.array(7.0),
         "empty": np.zeros((0, 3), dtype=np.int64),
         "readonly": _readonly(np.arange(4, dtype=np.uint8)),
@@ -127,7 +130,11 @@ def large_bytes_frame() -> Any:
 def pickle_island() -> Any:
     # Types with no native encoding go through pickle; the array inside still becomes a frame.
     return collections.OrderedDict(
-        [("fraction", fractions.Fraction(3, 4)), ("counter", collections.Counter("abracadabra")), ("array", np.arange(3.0))]
+        [
+            ("fraction", fractions.Fraction(3, 4)),
+            ("counter", collections.Counter("abracadabra")),
+            ("array", np.arange(3.0)),
+        ]
     )
 
 

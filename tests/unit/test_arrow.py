@@ -101,4 +101,4 @@ def test_compressed_arrow_payloads_round_trip():
 
 
 def test_lazy_loading_and_the_missing_library_error(tmp_path):
-    assert check_lazy_loading(tmp_path, pa.table({"a": [1, 2]}), "pyarrow", "arrow", 'x.num_rows') == "2"
+    assert check_lazy_loading(tmp_path, pa.table({"a": [1, 2]}), "pyarrow", "arrow", "x.num_rows") == "2"

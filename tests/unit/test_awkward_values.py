@@ -154,7 +154,10 @@ def test_distinct_nan_objects_stay_distinct_values():
     assert struct.pack("<d", got[1]) == struct.pack("<d", nan2)
 
 
-@pytest.mark.parametrize("text", ["1.10", "-0", "0E-7", "1E+3", "NaN", "-NaN", "sNaN", "NaN42", "-Infinity", "1.000000000000000000000000000001"])
+@pytest.mark.parametrize(
+    "text",
+    ["1.10", "-0", "0E-7", "1E+3", "NaN", "-NaN", "sNaN", "NaN42", "-Infinity", "1.000000000000000000000000000001"],
+)
 def test_decimal_keeps_its_exact_representation(text):
     d = Decimal(text)
     assert str(d) == text
@@ -172,7 +175,9 @@ def test_datetime_fold_and_timezones():
     got_first, got_second = roundtrip([first, second])
     assert got_first.fold == 0 and got_second.fold == 1
     assert got_second.utcoffset() == second.utcoffset()
-    assert got_second.tzinfo is paris or (type(got_second.tzinfo) is ZoneInfo and got_second.tzinfo.key == "Europe/Paris")
+    assert got_second.tzinfo is paris or (
+        type(got_second.tzinfo) is ZoneInfo and got_second.tzinfo.key == "Europe/Paris"
+    )
 
     npt = dt.timezone(dt.timedelta(hours=5, minutes=45), "NPT")
     fixed = dt.datetime(2000, 1, 2, 3, 4, 5, 678901, tzinfo=npt)

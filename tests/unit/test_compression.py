@@ -167,7 +167,12 @@ def test_array_round_trip(compression, kind, size):
     frames = freight.dumps_frames(arr, compression=compression)
     assert len(frames) == 2
     check_frames(freight.inspect(frames), compression)
-    for parts in (frames, [bytes(f) for f in frames], [bytearray(f) for f in frames], [memoryview(bytes(f)) for f in frames]):
+    for parts in (
+        frames,
+        [bytes(f) for f in frames],
+        [bytearray(f) for f in frames],
+        [memoryview(bytes(f)) for f in frames],
+    ):
         got = freight.loads_frames(parts)
         assert_array_same(got, arr)
         assert got.flags.writeable
@@ -241,7 +246,16 @@ def test_layouts_and_containers_round_trip(compression):
 
 @pytest.mark.parametrize(
     "compression,codec",
-    [("lz4", "lz4"), ("zstd", "zstd"), (("zstd", 1), "zstd"), (("zstd", 19), "zstd"), (("zstd", -7), "zstd"), ("auto", "lz4"), ("none", "none"), (None, "none")],
+    [
+        ("lz4", "lz4"),
+        ("zstd", "zstd"),
+        (("zstd", 1), "zstd"),
+        (("zstd", 19), "zstd"),
+        (("zstd", -7), "zstd"),
+        ("auto", "lz4"),
+        ("none", "none"),
+        (None, "none"),
+    ],
 )
 def test_inspect_reports_the_codec(compression, codec):
     arr = make_array("int64_small", 300_000)
@@ -409,10 +423,27 @@ def test_instance_default_compression_and_per_call_override():
     assert freight.inspect(freight.Freight().dumps(arr))["frames"][0]["codec"] == "none"
     assert freight.inspect(freight.Freight(compression=("zstd", 19)).dumps(arr))["frames"][0]["codec"] == "zstd"
     assert freight.inspect(freight.Freight(compression="auto").dumps(arr))["frames"][0]["codec"] == "lz4"
-    assert freight.inspect(freight.Freight(compression="none").dumps(arr, compression="lz4"))["frames"][0]["codec"] == "lz4"
+    assert (
+        freight.inspect(freight.Freight(compression="none").dumps(arr, compression="lz4"))["frames"][0]["codec"]
+        == "lz4"
+    )
 
 
-BAD_COMPRESSION = ["brotli", ("zstd", 99), ("zstd", 23), ("zstd", -8), 5, "", "LZ4", b"zstd", ("zstd",), ("zstd", "3"), ("zstd", 3.5), ["zstd", 3], True]
+BAD_COMPRESSION = [
+    "brotli",
+    ("zstd", 99),
+    ("zstd", 23),
+    ("zstd", -8),
+    5,
+    "",
+    "LZ4",
+    b"zstd",
+    ("zstd",),
+    ("zstd", "3"),
+    ("zstd", 3.5),
+    ["zstd", 3],
+    True,
+]
 
 
 @pytest.mark.parametrize("compression", BAD_COMPRESSION, ids=repr)

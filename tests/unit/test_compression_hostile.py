@@ -17,7 +17,6 @@ import freight
 from test_compression import BLOCK, assert_array_same
 from wire import uvarint
 
-
 # ---------------------------------------------------------------------------------------------
 # Corruption
 

@@ -24,7 +24,13 @@ PUBLIC_ERRORS = [
     "MissingDependencyError",
 ]
 
-DESERIALIZATION_ERRORS = ["UnknownTagError", "IntegrityError", "UnsafePayloadError", "FormatVersionError", "MissingDependencyError"]
+DESERIALIZATION_ERRORS = [
+    "UnknownTagError",
+    "IntegrityError",
+    "UnsafePayloadError",
+    "FormatVersionError",
+    "MissingDependencyError",
+]
 
 
 @pytest.mark.parametrize("name", PUBLIC_ERRORS)

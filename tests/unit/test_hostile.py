@@ -160,7 +160,9 @@ def test_inspect_and_verify_walk_deep_payloads_without_overflowing(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "150000"
-    verify = subprocess.run([sys.executable, "-m", "freight", "verify", str(path)], capture_output=True, text=True, timeout=300)
+    verify = subprocess.run(
+        [sys.executable, "-m", "freight", "verify", str(path)], capture_output=True, text=True, timeout=300
+    )
     assert verify.returncode == 0, verify.stderr
 
 

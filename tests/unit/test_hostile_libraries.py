@@ -129,10 +129,17 @@ def test_pandas_tz_column_of_a_0d_array_is_refused_not_a_segfault_on_repr():
 @pytest.mark.parametrize("tag", ["pandas.Series", "pandas.Index"])
 def test_pandas_tz_values_must_be_one_dimensional(tag):
     import pandas as pd
+
     utc = pd.date_range("2026", periods=3).to_numpy().astype("M8[us]").reshape(3, 1)
     values = {"tz": "datetime64[us, UTC]", "utc": utc}
     if tag == "pandas.Series":
-        meta = {"values": values, "index": {"range": (0, 3, 1), "name": None}, "name": None, "attrs": {}, "allows_duplicate_labels": True}
+        meta = {
+            "values": values,
+            "index": {"range": (0, 3, 1), "name": None},
+            "name": None,
+            "attrs": {},
+            "allows_duplicate_labels": True,
+        }
     else:
         meta = {"values": values, "name": None}
     # Before the fix: a Series (or Index) of 1-tuples of Timestamps, object dtype.
@@ -142,9 +149,18 @@ def test_pandas_tz_values_must_be_one_dimensional(tag):
 
 def _sparse_series_meta(**values):
     meta = {
-        "values": {"sparse": np.array([10, 20]), "indices": np.array([1, 3], np.int32), "length": 5, "fill": 0, "kind": "integer", "subtype": "int64"},
+        "values": {
+            "sparse": np.array([10, 20]),
+            "indices": np.array([1, 3], np.int32),
+            "length": 5,
+            "fill": 0,
+            "kind": "integer",
+            "subtype": "int64",
+        },
         "index": {"range": (0, 5, 1), "name": None},
-        "name": None, "attrs": {}, "allows_duplicate_labels": True,
+        "name": None,
+        "attrs": {},
+        "allows_duplicate_labels": True,
     }
     meta["values"].update(values)
     return meta
@@ -162,6 +178,7 @@ def _sparse_series_meta(**values):
 )
 def test_pandas_sparse_positions_are_checked_for_every_index_kind(values):
     import pandas  # noqa: F401
+
     with pytest.raises(freight.DeserializationError):
         freight.loads(forge("pandas.Series", _sparse_series_meta(**values)), allow_pickle=False)
 
@@ -170,13 +187,21 @@ def test_pandas_series_values_must_be_an_array_not_a_scalar_to_broadcast():
     # {"np": 5} with RangeIndex(0, 10**9) is a 148-byte payload that allocates 8 GB on load
     # (measured: 2.6 s, 7.9 GB max RSS); here with a small index.
     import pandas  # noqa: F401
-    meta = {"values": {"np": 5}, "index": {"range": (0, 3, 1), "name": None}, "name": None, "attrs": {}, "allows_duplicate_labels": True}
+
+    meta = {
+        "values": {"np": 5},
+        "index": {"range": (0, 3, 1), "name": None},
+        "name": None,
+        "attrs": {},
+        "allows_duplicate_labels": True,
+    }
     with pytest.raises(freight.DeserializationError):
         freight.loads(forge("pandas.Series", meta), allow_pickle=False)
 
 
 def test_pandas_multiindex_codes_beyond_their_level_are_refused_not_truncated():
     import pandas  # noqa: F401
+
     meta = {
         "levels": [{"range": (0, 2, 1), "name": None}, {"range": (0, 2, 1), "name": None}],
         # before the fix: 2**40 is cast to int8 (0) before pandas checks it, so the 4th entry reads (0, 1)
@@ -206,12 +231,13 @@ def test_arrow_negative_array_offset_is_refused_not_a_segfault():
             print("REFUSED"); sys.exit(0)
         print("LOADED", flush=True)
         arr.validate(full=True)  # segfaults (so does to_pylist)
-        """
+        """,
     )
 
 
 def test_arrow_negative_child_offset_is_refused_not_read_out_of_bounds():
     import pyarrow as pa
+
     from freight.serializers import arrow as far
 
     meta, frames = far.ArraySerializer().serialize(pa.array([{"x": 1}, {"x": 2}, {"x": 3}]))
@@ -224,6 +250,7 @@ def test_arrow_negative_child_offset_is_refused_not_read_out_of_bounds():
 
 def test_arrow_null_count_is_not_taken_from_the_payload():
     import pyarrow as pa
+
     from freight.serializers import arrow as far
 
     meta, frames = far.ArraySerializer().serialize(pa.array([1, 2, None, 4]))
@@ -248,7 +275,7 @@ def test_arrow_string_offsets_that_decrease_are_refused_not_a_segfault():
             print("REFUSED"); sys.exit(0)
         print("LOADED", flush=True)
         pc.unique(arr)  # segfaults
-        """
+        """,
     )
 
 
@@ -257,7 +284,9 @@ def test_arrow_ipc_arrays_are_validated_not_a_segfault(layout):
     build = {
         "sparse union, type id 77": """
             t = pa.sparse_union([pa.field("i", pa.int64()), pa.field("s", pa.string())])
-            bad = pa.UnionArray.from_buffers(t, 3, [None, pa.py_buffer(bytes([0, 77, 0]))], children=[pa.array([1, 2, 3]), pa.array(["a", "b", "c"])])
+            bad = pa.UnionArray.from_buffers(
+                t, 3, [None, pa.py_buffer(bytes([0, 77, 0]))], children=[pa.array([1, 2, 3]), pa.array(["a", "b", "c"])]
+            )
             """,
         "string view into a missing buffer": """
             import struct
@@ -278,14 +307,14 @@ def test_arrow_ipc_arrays_are_validated_not_a_segfault(layout):
             print("REFUSED"); sys.exit(0)
         print("LOADED", flush=True)
         arr.to_pylist()  # segfaults
-        """
+        """,
     )
 
 
 def test_arrow_type_cache_does_not_keep_a_type_from_before_its_extension_was_registered():
     import pandas as pd
-    import pyarrow as pa
     import pandas.core.arrays.arrow.extension_types  # noqa: F401 - registers pandas.period
+    import pyarrow as pa
 
     blob = freight.dumps(pa.array(pd.array(pd.period_range("2020", periods=3, freq="D"))))
     run_isolated(
@@ -307,6 +336,7 @@ def test_arrow_type_cache_does_not_keep_a_type_from_before_its_extension_was_reg
 
 def test_arrow_type_cache_does_not_retain_payload_bytes():
     import pyarrow as pa
+
     from freight.serializers import arrow as far
 
     meta, frames = far.ArraySerializer().serialize(pa.array([1, 2, 3]))
@@ -328,12 +358,13 @@ def test_polars_frame_over_an_invalid_arrow_table_is_refused_not_a_segfault_in_l
         """
         col, frames = far.ArraySerializer().serialize(pa.array(["ab", "cd", "ef"]))
         frames[col["buffers"][1]] = pa.py_buffer(np.array([0, 4, 2, 6], np.int32).tobytes())
-        table = node("pyarrow.Table", {"schema": pa.schema([("s", pa.string())]).serialize().to_pybytes(), "columns": [[col]]}, frames)
+        schema = pa.schema([("s", pa.string())]).serialize().to_pybytes()
+        table = node("pyarrow.Table", {"schema": schema, "columns": [[col]]}, frames)
         blob = forge("polars.DataFrame", {"table": table})
         print("LOADING", flush=True)
         refused, df = load_or_refuse(blob)  # segfaults inside pl.from_arrow
         print("REFUSED" if refused else "LOADED")
-        """
+        """,
     )
 
 
@@ -343,8 +374,9 @@ def test_polars_frame_over_an_invalid_arrow_table_is_refused_not_a_segfault_in_l
     ids=["enum length beyond text", "enum duplicate", "categorical garbage"],
 )
 def test_polars_malformed_field_metadata_is_a_deserialization_error_not_a_panic(metadata):
-    import pyarrow as pa
     import polars  # noqa: F401
+    import pyarrow as pa
+
     arr = pa.DictionaryArray.from_arrays(pa.array([0, 1], pa.uint8()), pa.array(["a", "b"], pa.large_string()))
     table = pa.table({"e": arr}, schema=pa.schema([pa.field("e", arr.type, metadata=metadata)]))
     blob = forge("polars.DataFrame", {"table": table})
@@ -395,12 +427,15 @@ def _read_only_tensor_payload() -> bytes:
 
 def test_torch_tensor_over_a_read_only_frame_does_not_write_into_the_callers_bytes():
     import torch
+
     blob = _read_only_tensor_payload()
     before = hashlib.sha256(blob).digest()
     t = freight.loads(blob, allow_pickle=False)  # zero_copy not asked for
     t.add_(1)  # an ordinary in-place update
     assert isinstance(t, torch.Tensor)
-    assert hashlib.sha256(blob).digest() == before, "an in-place op on the loaded tensor changed the immutable input bytes"
+    assert hashlib.sha256(blob).digest() == before, (
+        "an in-place op on the loaded tensor changed the immutable input bytes"
+    )
 
 
 def test_torch_tensor_loaded_from_a_mapped_file_can_be_updated_in_place_without_a_segfault(tmp_path):
@@ -422,6 +457,7 @@ def test_torch_tensor_loaded_from_a_mapped_file_can_be_updated_in_place_without_
 
 def test_tensorflow_ragged_payload_without_levels_is_refused_not_a_dense_tensor():
     import tensorflow as tf
+
     meta = {"values": {"dtype": "int32", "device": "", "data": np.arange(6, dtype=np.int32)}, "levels": []}
     try:
         out = freight.loads(forge("tensorflow.RaggedTensor", meta), allow_pickle=False)
@@ -432,6 +468,7 @@ def test_tensorflow_ragged_payload_without_levels_is_refused_not_a_dense_tensor(
 
 def test_tensorflow_bool_tensor_from_non_canonical_bytes_is_refused_or_normalised():
     import tensorflow as tf
+
     raw = np.array([0, 2, 255], np.uint8)
     meta = {"dtype": "bool", "device": "", "data": raw, "bits": True}  # also without bits: raw.view(bool)
     try:

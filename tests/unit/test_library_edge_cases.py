@@ -21,7 +21,6 @@ import freight
 from freight.serializers import pandas as fpd
 from test_hostile_libraries import bytes_retained_after_loading, forge  # forge: metadata under a built-in tag
 
-
 # -- Arrow: the Rust string check refuses valid arrays ---------------------------------------
 
 

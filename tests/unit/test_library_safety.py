@@ -24,7 +24,6 @@ import xarray as xr
 import freight
 from freight.registry import _LIBRARIES, BUILTINS
 
-
 UNSAFE = {"polars.LazyFrame"}
 
 
@@ -53,7 +52,9 @@ def one_of_each() -> dict[str, object]:
         "state_dict": model.state_dict(),
         "tensorflow": [tf.ones([2]), tf.Variable([1.0]), tf.ragged.constant([[1], []]), tf.sparse.eye(2)],
         "xarray": xr.Dataset({"v": (("x",), np.arange(3.0))}, coords={"x": [10, 20, 30]}, attrs={"units": "m"}),
-        "scipy": [sp.random(5, 5, density=0.3, format=f, random_state=0) for f in ("csr", "csc", "coo", "bsr", "dia", "lil")],
+        "scipy": [
+            sp.random(5, 5, density=0.3, format=f, random_state=0) for f in ("csr", "csc", "coo", "bsr", "dia", "lil")
+        ],
         "ordered": collections.OrderedDict(a=1),
     }
 
@@ -132,6 +133,7 @@ def test_payloads_that_need_pickle_are_refused_without_it(value):
 
 def test_dask_collections_keep_their_graph_and_need_pickle():
     import dask.array as da
+
     x = da.arange(10, chunks=5) * 2
     blob = freight.dumps(x)
     assert freight.inspect(blob)["needs_pickle"]

@@ -473,7 +473,11 @@ def _count_claims() -> list[tuple[str, bytes]]:
     for huge in (2**31, 2**39, 2**62):
         claims.append((f"frame length {huge}", _join(pre_a, body_a[:i] + _uvarint(huge) + body_a[i + 1 :], rest_a)))
     # Array shapes that disagree with their frame, or whose element count overflows.
-    for small, bigger in ((np.zeros(3), np.zeros(4)), (np.zeros((0, 3)), np.zeros((0, 4))), (np.zeros((2, 3)), np.zeros((2, 4)))):
+    for small, bigger in (
+        (np.zeros(3), np.zeros(4)),
+        (np.zeros((0, 3)), np.zeros((0, 4))),
+        (np.zeros((2, 3)), np.zeros((2, 4))),
+    ):
         pre_a, body_a, rest_a = _split(freight.dumps(small))
         _, body_b, _ = _split(freight.dumps(bigger))
         assert len(body_a) == len(body_b)

@@ -90,10 +90,15 @@ def sample(dtype: np.dtype, shape: tuple[int, ...], rng: np.random.Generator) ->
         if size > 1:
             flat[1] = np.array("NaT", dtype=dtype.newbyteorder("="))
     elif kind == "S":
-        flat = np.array([bytes(rng.integers(1, 128, rng.integers(0, dtype.itemsize + 1)).astype(np.uint8)) for _ in range(size)], dtype=dtype)
+        flat = np.array(
+            [bytes(rng.integers(1, 128, rng.integers(0, dtype.itemsize + 1)).astype(np.uint8)) for _ in range(size)],
+            dtype=dtype,
+        )
     elif kind == "U":
         alphabet = list("abcxyzé✓🙂αβ")
-        flat = np.array(["".join(rng.choice(alphabet, rng.integers(0, dtype.itemsize // 4 + 1))) for _ in range(size)], dtype=dtype)
+        flat = np.array(
+            ["".join(rng.choice(alphabet, rng.integers(0, dtype.itemsize // 4 + 1))) for _ in range(size)], dtype=dtype
+        )
     elif kind == "V":
         flat = np.frombuffer(rng.bytes(size * dtype.itemsize), dtype=dtype).copy()
     else:
@@ -187,7 +192,9 @@ def test_every_dtype_in_fortran_order(name):
     ],
     ids=["every-other", "reversed", "slice", "axes-swapped", "last-index", "as-strided"],
 )
-@pytest.mark.parametrize("name", ["float64", "int16", "big-float64", "structured", "unicode-U7", "complex64", "datetime64[ns]"])
+@pytest.mark.parametrize(
+    "name", ["float64", "int16", "big-float64", "structured", "unicode-U7", "complex64", "datetime64[ns]"]
+)
 def test_non_contiguous_views_come_back_contiguous(name, view):
     rng = np.random.default_rng(RNG_SEED)
     base = sample(DTYPES[name], (4, 5, 6), rng)
@@ -239,9 +246,20 @@ def test_zero_d_arrays_are_arrays_not_scalars():
 
 @pytest.mark.parametrize(
     "scalar",
-    [np.float32(1.5), np.float16(-0.0), np.int8(-3), np.uint64(2**64 - 1), np.complex64(1 - 2j), np.bool_(False),
-     np.datetime64("2021-03-04", "D"), np.timedelta64(5, "h"), np.str_("é"), np.bytes_(b"x"), np.longdouble(1) / 3,
-     np.void(b"\x01\x02")],
+    [
+        np.float32(1.5),
+        np.float16(-0.0),
+        np.int8(-3),
+        np.uint64(2**64 - 1),
+        np.complex64(1 - 2j),
+        np.bool_(False),
+        np.datetime64("2021-03-04", "D"),
+        np.timedelta64(5, "h"),
+        np.str_("é"),
+        np.bytes_(b"x"),
+        np.longdouble(1) / 3,
+        np.void(b"\x01\x02"),
+    ],
     ids=lambda s: type(s).__name__,
 )
 def test_numpy_scalars_keep_their_type(scalar):

@@ -114,7 +114,10 @@ def test_numeric_data_travels_as_frames():
 
 
 def test_only_object_columns_need_pickle(typed_frame):
-    for extra in ({"obj": [1, "x", None, 2.5, (1, 2), {"k": 1}]}, {"sparse_obj": pd.arrays.SparseArray(["a", None] * 3)}):
+    for extra in (
+        {"obj": [1, "x", None, 2.5, (1, 2), {"k": 1}]},
+        {"sparse_obj": pd.arrays.SparseArray(["a", None] * 3)},
+    ):
         df = typed_frame.assign(**extra)
         blob = freight.dumps(df)
         assert freight.inspect(blob)["needs_pickle"]

@@ -93,4 +93,4 @@ def test_object_columns_are_refused_with_advice():
 
 
 def test_lazy_loading_and_the_missing_library_error(tmp_path):
-    assert check_lazy_loading(tmp_path, frame(), "polars", "polars", 'x.shape') == str(frame().shape)
+    assert check_lazy_loading(tmp_path, frame(), "polars", "polars", "x.shape") == str(frame().shape)

@@ -46,9 +46,7 @@ def assert_arrays_same(a: np.ndarray, b: np.ndarray, path: str = "arr", check_wr
     # Bytes in C order: exact for every non-object dtype, NaN payloads included.
     assert b.tobytes(order="C") == a.tobytes(order="C"), f"{path}: values differ"
     if check_writeable:
-        assert b.flags.writeable == a.flags.writeable, (
-            f"{path}: writeable {b.flags.writeable} != {a.flags.writeable}"
-        )
+        assert b.flags.writeable == a.flags.writeable, f"{path}: writeable {b.flags.writeable} != {a.flags.writeable}"
     if a.ndim >= 2 and a.flags.f_contiguous and not a.flags.c_contiguous:
         assert b.flags.f_contiguous, f"{path}: a Fortran-ordered array came back not F-contiguous"
     assert b.flags.c_contiguous or b.flags.f_contiguous or b.size <= 1, f"{path}: result is not contiguous"
@@ -170,7 +168,10 @@ complexes = st.builds(complex, floats, floats)
 lone_surrogates = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, codec=None, exclude_categories=())
 texts = st.one_of(
     st.text(st.characters(codec=None, exclude_categories=())),
-    st.text(st.one_of(lone_surrogates, st.characters(max_codepoint=0x7F), st.characters(codec=None, exclude_categories=())), max_size=12),
+    st.text(
+        st.one_of(lone_surrogates, st.characters(max_codepoint=0x7F), st.characters(codec=None, exclude_categories=())),
+        max_size=12,
+    ),
     st.sampled_from(["", "\ud800", "a\udfffb", "\udcff" * 7, "é🙂\ud83d", "\x00"]),
 )
 # Large values that a writer may move to frames instead of inlining them.
@@ -201,8 +202,19 @@ times = st.builds(lambda t, tz, fold: t.replace(tzinfo=tz, fold=fold), st.times(
 decimals = st.one_of(
     st.decimals(allow_nan=True, allow_infinity=True),
     st.sampled_from(
-        [Decimal("NaN"), Decimal("-NaN"), Decimal("sNaN"), Decimal("NaN123"), Decimal("-0"), Decimal("1.10"),
-         Decimal("1E+5"), Decimal("-0E-7"), Decimal("Infinity"), Decimal("-Infinity"), Decimal("123456789012345678901234567890.000")]
+        [
+            Decimal("NaN"),
+            Decimal("-NaN"),
+            Decimal("sNaN"),
+            Decimal("NaN123"),
+            Decimal("-0"),
+            Decimal("1.10"),
+            Decimal("1E+5"),
+            Decimal("-0E-7"),
+            Decimal("Infinity"),
+            Decimal("-Infinity"),
+            Decimal("123456789012345678901234567890.000"),
+        ]
     ),
     st.builds(
         lambda sign, digits, exp: Decimal((sign, digits, exp)),
@@ -424,7 +436,9 @@ def test_numpy_arrays_roundtrip(arr):
     assert_arrays_same(arr, got)
 
 
-@given(st.one_of(values, arrays, st.lists(arrays, max_size=3), st.dictionaries(st.text(max_size=3), arrays, max_size=3)))
+@given(
+    st.one_of(values, arrays, st.lists(arrays, max_size=3), st.dictionaries(st.text(max_size=3), arrays, max_size=3))
+)
 def test_frames_roundtrip(obj):
     frames = freight.dumps_frames(obj)
     assert isinstance(frames, list) and len(frames) >= 1

@@ -106,8 +106,7 @@ def assert_propagated(exc: BaseException, exc_type: type) -> None:
         return
     assert isinstance(exc, freight.FreightError), f"got {type(exc).__name__}: {exc}"
     assert any(isinstance(e, exc_type) for e in _chain(exc)), (
-        f"{type(exc).__name__} does not chain the user's {exc_type.__name__}: "
-        f"{[type(e).__name__ for e in _chain(exc)]}"
+        f"{type(exc).__name__} does not chain the user's {exc_type.__name__}: {[type(e).__name__ for e in _chain(exc)]}"
     )
 
 

@@ -48,7 +48,11 @@ def _clear_side_effects():
 def sample_objects():
     rng = np.random.default_rng(0)
     return {
-        "builtins": {"a": [1, 2.5, "three", b"four", None, True, (5, 6), {7, 8}], "b": 2**100, "c": dt.date(2024, 1, 2)},
+        "builtins": {
+            "a": [1, 2.5, "three", b"four", None, True, (5, 6), {7, 8}],
+            "b": 2**100,
+            "c": dt.date(2024, 1, 2),
+        },
         "array": rng.integers(0, 1000, 50_000, dtype=np.int64),
         "mixed": {"array": rng.standard_normal(30_000), "text": "x" * 70_000, "blob": b"y" * 70_000, "small": [1, 2]},
     }

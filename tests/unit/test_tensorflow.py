@@ -108,7 +108,9 @@ RAGGED = {
     "rank2": lambda: tf.ragged.constant([[[1.0, 2.0], [3.0]], [], [[4.0]]]),
     "int32 splits": lambda: tf.RaggedTensor.from_row_splits(tf.constant([1, 2, 3]), tf.constant([0, 1, 3], tf.int32)),
     "inner dense dims": lambda: tf.RaggedTensor.from_row_splits(tf.reshape(tf.range(12.0), [4, 3]), [0, 1, 4]),
-    "uniform row length": lambda: tf.RaggedTensor.from_uniform_row_length(tf.ragged.constant([[1], [2, 3], [], [4]]), 2),
+    "uniform row length": lambda: tf.RaggedTensor.from_uniform_row_length(
+        tf.ragged.constant([[1], [2, 3], [], [4]]), 2
+    ),
     "strings": lambda: tf.ragged.constant([[b"x", b"yy"], [b"z"]]),
     "empty": lambda: tf.ragged.constant([], dtype=tf.int64, ragged_rank=1),
 }

@@ -4,7 +4,6 @@ Parameters through the pickle bridge, device handling, lazy loading and the miss
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
@@ -13,8 +12,18 @@ import freight
 from library_checks import check_lazy_loading, loaded_without_pickle
 
 DTYPES = [
-    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex64, torch.complex128,
-    torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool,
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.complex64,
+    torch.complex128,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
 ] + [getattr(torch, name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name)]
 
 
@@ -26,9 +35,14 @@ def sample(dtype: torch.dtype, shape=(3, 4)) -> torch.Tensor:
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.dtype == b.dtype and a.shape == b.shape and a.device == b.device and torch.equal(
-        a.view(torch.uint8) if a.element_size() == 1 and a.is_floating_point() else a,
-        b.view(torch.uint8) if b.element_size() == 1 and b.is_floating_point() else b,
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and a.device == b.device
+        and torch.equal(
+            a.view(torch.uint8) if a.element_size() == 1 and a.is_floating_point() else a,
+            b.view(torch.uint8) if b.element_size() == 1 and b.is_floating_point() else b,
+        )
     )
 
 

@@ -13,10 +13,10 @@ the workers with cloudpickle, so freight must be installed on the workers too::
     # Keyword options go to freight.Freight(...), here: refuse pickle payloads when decoding.
     client = Client(address=..., serializer=FreightSerializer(allow_pickle=False))
 
-The :class:`freight.Freight` codec is created on first use, once per process. It is never
-pickled: only its options go to the workers, so they must be picklable (plain flags are).
-To use custom serializers, register them globally with :func:`freight.register` in a module
-that the workers also import.
+The serializer holds a :class:`freight.Freight` built from the options, and pickles with it: a
+``Freight`` pickles as its options, so those must be picklable (plain flags and keys are). To use
+custom serializers, register them globally with :func:`freight.register` in a module that the
+workers also import.
 
 ``FreightSerializer`` subclasses ``scaler.client.serializer.mixins.Serializer`` when Scaler
 can be imported. Without Scaler, this module still imports and the class subclasses ``object``.
@@ -24,10 +24,10 @@ can be imported. Without Scaler, this module still imports and the class subclas
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import freight
+from freight import _api
 
 try:  # Scaler is an optional dependency (``pip install freight[scaler]``).
     from scaler.client.serializer.mixins import Serializer as _SerializerBase
@@ -42,48 +42,33 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc,valid-type]
 
     Args:
         **options: keyword arguments for :class:`freight.Freight` (``allow_pickle``, ``zero_copy``,
-            ``verify``, ``checksum``). With none, the module-level ``freight.dumps``/``freight.loads``
-            are used. Options must be picklable: they are sent to the workers.
+            ``verify``, ``checksum``, ...). With none, the module-level ``freight.dumps``/``freight.loads``
+            are used.
 
     Raises:
-        TypeError: an option that :class:`freight.Freight` does not accept.
+        TypeError: an option that :class:`freight.Freight` does not accept (raised here, in the
+            client, rather than on every worker).
     """
 
     def __init__(self, **options: Any) -> None:
-        # Check option names now, so that a typo fails in the client and not on every worker.
-        inspect.signature(freight.Freight).bind(**options)
         self._options: dict[str, Any] = dict(options)
-        self._codec: Any = None
+        # Pickled with the serializer: a Freight pickles as its options (and its own registry
+        # layer), the module-level one as a reference to the workers' module-level one.
+        self._freight: freight.Freight = freight.Freight(**options) if options else _api._DEFAULT
 
     @property
     def options(self) -> dict[str, Any]:
         """The options for :class:`freight.Freight` (a copy)."""
         return dict(self._options)
 
-    def _get_codec(self) -> Any:
-        codec = self._codec
-        if codec is None:
-            # Scaler calls the serializer from several threads. A race here builds two
-            # equivalent codecs, and either one can be kept.
-            codec = freight.Freight(**self._options) if self._options else freight
-            self._codec = codec
-        return codec
-
     def serialize(self, obj: Any) -> bytes:  # type: ignore[override]
         """Encodes ``obj`` (a task function, an argument or a result) with freight."""
-        data = self._get_codec().dumps(obj)
+        data = self._freight.dumps(obj)
         return data if type(data) is bytes else bytes(data)
 
     def deserialize(self, payload: bytes) -> Any:  # type: ignore[override]
         """Decodes a payload written by :meth:`serialize`."""
-        return self._get_codec().loads(payload)
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"options": dict(self._options)}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._options = dict(state.get("options", {}))
-        self._codec = None
+        return self._freight.loads(payload)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

@@ -235,5 +235,11 @@ class SchemaSerializer(_ArrowSerializer):
         return pa.ipc.read_schema(pa.py_buffer(meta))
 
 
-for _serializer in (ArraySerializer(), ChunkedArraySerializer(), RecordBatchSerializer(), TableSerializer(), SchemaSerializer()):
+for _serializer in (
+    ArraySerializer(),
+    ChunkedArraySerializer(),
+    RecordBatchSerializer(),
+    TableSerializer(),
+    SchemaSerializer(),
+):
     BUILTINS.register(_serializer)

@@ -35,7 +35,11 @@ def _values_meta(values: Any) -> dict[str, Any]:
         return {"np": _writable(values)}  # object arrays become pickle islands
     dtype = values.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        return {"codes": _writable(values.codes), "categories": _index_meta(dtype.categories), "ordered": bool(dtype.ordered)}
+        return {
+            "codes": _writable(values.codes),
+            "categories": _index_meta(dtype.categories),
+            "ordered": bool(dtype.ordered),
+        }
     if isinstance(dtype, pd.SparseDtype):
         return {
             "sparse": _writable(np.asarray(values.sp_values)),
@@ -144,7 +148,9 @@ def _values_from(meta: dict[str, Any]) -> Any:
         # A scalar here would be broadcast to the index's length (a tiny payload, a huge frame).
         return _one_dimensional(meta["np"], "column values")
     if "codes" in meta:
-        return pd.Categorical.from_codes(meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"])
+        return pd.Categorical.from_codes(
+            meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"]
+        )
     if "sparse" in meta:
         return _sparse(meta)
     if "tz" in meta:
@@ -185,7 +191,9 @@ def _sparse(meta: dict[str, Any]) -> Any:
         raise ValueError(f"sparse positions must increase strictly within [0, {length})")
     from_indices = getattr(pd.arrays.SparseArray, "from_indices", None)
     if from_indices is not None:
-        return from_indices(values, positions, length, fill_value=dtype.fill_value, kind=meta["kind"], dtype=dtype.subtype)
+        return from_indices(
+            values, positions, length, fill_value=dtype.fill_value, kind=meta["kind"], dtype=dtype.subtype
+        )
     from pandas._libs.sparse import IntIndex  # pandas 2: no from_indices
 
     index = IntIndex(length, positions.astype(np.int32))
@@ -196,7 +204,10 @@ def _sparse(meta: dict[str, Any]) -> Any:
 
 def _datetime_tz(utc: Any, dtype: Any) -> Any:
     """A tz-aware DatetimeArray over UTC datetime64 values."""
-    if not isinstance(dtype, pd.DatetimeTZDtype) or _one_dimensional(utc, "datetime values").dtype != f"M8[{dtype.unit}]":
+    if (
+        not isinstance(dtype, pd.DatetimeTZDtype)
+        or _one_dimensional(utc, "datetime values").dtype != f"M8[{dtype.unit}]"
+    ):
         raise ValueError(f"{dtype} values must be datetime64[{getattr(dtype, 'unit', '?')}]")
     simple_new = getattr(pd.arrays.DatetimeArray, "_simple_new", None)
     if simple_new is not None:  # wraps the values as they are (the public path below copies twice)

@@ -3,8 +3,9 @@ polars allows): nested list/struct/array columns, categorical/enum, decimal and 
 with time zones round-trip with their exact schema, and no pickle is involved. Columns of
 polars' Object dtype have no Arrow form and polars cannot pickle them either: they are refused
 with a clear error. A LazyFrame travels as its query plan (polars' binary format); since polars
-unpickles the Python functions a plan may hold, its serializer is not ``safe``. Imported the first time a polars object is serialized or a
-``polars.*`` payload is loaded; registers into ``freight.registry.BUILTINS``.
+unpickles the Python functions a plan may hold, its serializer is not ``safe``. Imported the
+first time a polars object is serialized or a ``polars.*`` payload is loaded; registers into
+``freight.registry.BUILTINS``.
 """
 
 from __future__ import annotations

@@ -77,7 +77,11 @@ _DLPACK_KINDS = frozenset("biufc")
 def _host_view(t: tf.Tensor) -> np.ndarray | None:
     """A read-only numpy view of a host tensor's memory, without the copy ``numpy()`` makes
     (22 ms for 256 MiB); None where that does not apply (other devices, other dtypes)."""
-    if "/device:CPU:" not in t.device or t.dtype == tf.string or np.dtype(t.dtype.as_numpy_dtype).kind not in _DLPACK_KINDS:
+    if (
+        "/device:CPU:" not in t.device
+        or t.dtype == tf.string
+        or np.dtype(t.dtype.as_numpy_dtype).kind not in _DLPACK_KINDS
+    ):
         return None
     try:
         view = np.from_dlpack(_DLPack(tf.experimental.dlpack.to_dlpack(t)))

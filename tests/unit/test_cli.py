@@ -1,0 +1,211 @@
+"""The command line: ``freight inspect`` and ``freight verify`` on real payload files (exit
+status, what is printed, where), and usage errors."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import freight
+from freight import cli
+from freight._freight import _envelope
+
+KEY = b"secret-signing-key"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture
+def files(tmp_path):
+    pd = pytest.importorskip("pandas")
+    paths = {}
+
+    def write(name, data):
+        path = tmp_path / name
+        path.write_bytes(data)
+        paths[name] = str(path)
+
+    write("ints.frt", freight.dumps([1, 2, 3]))
+    write("numpy.frt", freight.dumps({"big": np.arange(300_000.0), "small": np.arange(10)}))
+    write("pandas.frt", freight.dumps(pd.DataFrame({"a": np.arange(1000), "s": ["x"] * 1000})))
+    write("zstd.frt", freight.dumps({"z": np.zeros(100_000), "r": np.arange(10_000)}, compression="zstd"))
+    write("signed.frt", freight.dumps({"f": lambda x: x, "a": np.arange(100)}, key=KEY, compression="lz4"))
+    write("no-checksum.frt", freight.dumps(np.arange(1000.0), checksum=False))
+    write("garbage.frt", b"this is not a freight payload")
+    write("empty.frt", b"")
+    write("bad-tree.frt", _envelope(bytes([0x10, 5])))
+    blob = bytearray(freight.dumps({"z": np.zeros(100_000), "r": np.arange(10_000)}, compression="zstd"))
+    last = freight.inspect(bytes(blob))["frames"][-1]
+    blob[last["offset"] + last["stored_length"] // 2] ^= 0xFF
+    write("corrupt.frt", bytes(blob))
+    (tmp_path / "key").write_bytes(KEY + b"\n")
+    (tmp_path / "wrong-key").write_bytes(b"another key\n")
+    (tmp_path / "empty-key").write_bytes(b"\n")
+    paths.update(
+        key=str(tmp_path / "key"), wrong_key=str(tmp_path / "wrong-key"), empty_key=str(tmp_path / "empty-key")
+    )
+    return paths
+
+
+def frame_rows(text: str) -> dict[int, str]:
+    """The rows of the frame table, by frame index."""
+    return {int(m.group(1)): m.group(0) for m in re.finditer(r"^  (\d+)  .*$", text, re.MULTILINE)}
+
+
+def field(text: str, name: str) -> str:
+    match = re.search(rf"^{re.escape(name)}:\s+(.*)$", text, re.MULTILINE)
+    assert match, f"no {name!r} line in:\n{text}"
+    return match.group(1)
+
+
+# --------------------------------------------------------------------------------------------
+# inspect
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["ints.frt", "numpy.frt", "pandas.frt", "zstd.frt", "signed.frt", "no-checksum.frt"])
+def test_inspect_prints_what_freight_inspect_returns(files, capsys, name):
+    path = files[name]
+    info = freight.inspect(open(path, "rb").read())
+    rc, out, err = run(capsys, "inspect", path)
+    assert rc == 0 and err == ""
+    assert field(out, "file") == path
+    assert field(out, "format version") == str(info["format_version"])
+    assert f"{info['total_length']:,} bytes" in field(out, "payload size") or info["total_length"] < 1024
+    assert field(out, "flags") == (", ".join(info["flags"]) or "(none)")
+    assert field(out, "needs pickle").startswith("yes" if info["needs_pickle"] else "no")
+    assert field(out, "serializer tags") == (", ".join(info["tags"]) or "(none)")
+    for library, version in info["producer"].items():
+        assert f"{library} {version}" in field(out, "producer")
+    rows = frame_rows(out)
+    assert sorted(rows) == [f["index"] for f in info["frames"]]
+    for f in info["frames"]:
+        row = rows[f["index"]]
+        assert (f["checksum"] or "-") in row
+        assert row.endswith("ok" if f["checksum_ok"] else "no checksum")
+        if f["codec"] != "none":
+            assert f["codec"] in row
+    tree = info["tree"]
+    assert field(out, "node tree").startswith(f"{tree['nodes']:,} nodes, depth {tree['max_depth']:,}")
+    for kind, count in tree["node_tags"].items():
+        assert f"{kind} {count}" in field(out, "  node kinds")
+
+
+def test_inspect_shows_compression_columns_only_when_a_frame_is_compressed(files, capsys):
+    _, plain, _ = run(capsys, "inspect", files["numpy.frt"])
+    _, packed, _ = run(capsys, "inspect", files["zstd.frt"])
+    assert "codec" not in plain and "ratio" not in plain
+    header = next(line for line in packed.splitlines() if line.lstrip().startswith("#"))
+    assert header.split() == ["#", "offset", "size", "stored", "ratio", "codec", "shuffle", "checksum", "status"]
+    assert "(per block)" in frame_rows(plain)[0]  # 2.3 MiB: checksummed per 1 MiB block
+
+
+def test_the_frame_table_of_a_frame_list_has_no_offsets():
+    parts = freight.dumps_frames({"a": np.arange(1000.0), "b": np.arange(10)}, checksum=True)
+    text = cli.format_inspect(freight.inspect(parts))
+    header = next(line for line in text.splitlines() if line.lstrip().startswith("#"))
+    assert header.split() == ["#", "size", "checksum", "status"]
+    assert sorted(frame_rows(text)) == [0, 1] and "file:" not in text
+
+
+def test_inspect_reports_the_signature_with_and_without_a_key(files, capsys):
+    assert field(run(capsys, "inspect", files["signed.frt"])[1], "signed") == "yes (not checked: pass --key-file)"
+    rc, out, _ = run(capsys, "inspect", files["signed.frt"], "--key-file", files["key"])
+    assert rc == 0 and field(out, "signed") == "yes, signature ok"
+    rc, out, _ = run(capsys, "inspect", files["signed.frt"], "--key-file", files["wrong_key"])
+    assert rc == 0 and field(out, "signed") == "yes, signature DOES NOT MATCH the key"
+    assert field(run(capsys, "inspect", files["ints.frt"])[1], "signed") == "no"
+
+
+def test_inspect_shows_a_bad_checksum_and_a_malformed_tree(files, capsys):
+    rc, out, _ = run(capsys, "inspect", files["corrupt.frt"])
+    rows = frame_rows(out)
+    assert rc == 0 and rows[0].endswith("ok") and rows[1].endswith("MISMATCH")
+    rc, out, _ = run(capsys, "inspect", files["bad-tree.frt"])
+    assert rc == 0 and field(out, "node tree").startswith("MALFORMED") and "5 items" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "message"), [("garbage.frt", "not a valid freight payload"), ("empty.frt", "empty file")]
+)
+def test_inspect_of_a_file_that_is_not_a_payload_fails(files, capsys, name, message):
+    rc, out, err = run(capsys, "inspect", files[name])
+    assert rc == 1 and out == "" and message in err
+
+
+# --------------------------------------------------------------------------------------------
+# verify
+# --------------------------------------------------------------------------------------------
+
+
+def test_verify_ok_counts_the_checked_frames(files, capsys):
+    rc, out, err = run(capsys, "verify", files["pandas.frt"])
+    n = len(freight.inspect(open(files["pandas.frt"], "rb").read())["frames"])
+    assert rc == 0 and err == ""
+    assert out == f"{files['pandas.frt']}: OK (header and node tree ok, {n} frame checksums ok)\n"
+    assert run(capsys, "verify", files["ints.frt"])[1].endswith("(header and node tree ok, no frames)\n")
+    rc, out, _ = run(capsys, "verify", files["no-checksum.frt"])
+    assert rc == 0 and "1 frame without a checksum (not verifiable)" in out
+
+
+def test_verify_with_a_key_checks_the_signature(files, capsys):
+    rc, out, _ = run(capsys, "verify", files["signed.frt"], "--key-file", files["key"])
+    assert rc == 0 and out.rstrip().endswith(", signature ok)")
+    rc, out, err = run(capsys, "verify", files["signed.frt"], "--key-file", files["wrong_key"])
+    assert rc == 1 and out == "" and f"{files['signed.frt']}: FAILED: " in err
+    rc, _, err = run(capsys, "verify", files["ints.frt"], "--key-file", files["key"])
+    assert rc == 1 and "not signed" in err
+
+
+def test_verify_of_a_corrupted_frame_fails_and_shows_which_frame(files, capsys):
+    rc, out, err = run(capsys, "verify", files["corrupt.frt"])
+    assert rc == 1 and out == ""
+    first, *table = err.splitlines()
+    assert first.startswith(f"{files['corrupt.frt']}: FAILED: ") and "frame 1" in first
+    rows = frame_rows("\n".join(table))
+    assert rows[0].endswith("ok") and rows[1].endswith("MISMATCH")
+
+
+@pytest.mark.parametrize(("name", "message"), [("bad-tree.frt", "5 items"), ("garbage.frt", "magic")])
+def test_verify_of_a_malformed_payload_fails_with_the_reason(files, capsys, name, message):
+    rc, out, err = run(capsys, "verify", files[name])
+    assert rc == 1 and out == ""
+    assert err.startswith(f"{files[name]}: FAILED: ") and message in err
+    assert frame_rows(err) == {}  # no frames to show
+
+
+def test_missing_files_and_bad_key_files_are_errors(files, capsys, tmp_path):
+    missing = str(tmp_path / "missing.frt")
+    for command in ("inspect", "verify"):
+        rc, _, err = run(capsys, command, missing)
+        assert rc == 1 and err == f"freight {command}: {missing}: No such file or directory\n"
+        rc, _, err = run(capsys, command, files["ints.frt"], "--key-file", files["empty_key"])
+        assert rc == 1 and "the key file is empty" in err
+        rc, _, err = run(capsys, command, files["ints.frt"], "--key-file", missing)
+        assert rc == 1 and "No such file or directory" in err
+
+
+def test_usage_errors_exit_with_status_2(capsys):
+    assert cli.main([]) == 2
+    with pytest.raises(SystemExit) as info:
+        cli.main(["inspect"])
+    assert info.value.code == 2
+    with pytest.raises(SystemExit) as info:
+        cli.main(["verify", "a.frt", "--unknown"])
+    assert info.value.code == 2
+
+
+def test_python_dash_m_freight_exits_with_the_commands_status(files):
+    for name, status in (("numpy.frt", 0), ("corrupt.frt", 1)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "freight", "verify", files[name]], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == status, proc.stderr

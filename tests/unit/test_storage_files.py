@@ -1,0 +1,65 @@
+"""freight.storage.files: the file I/O behind dump/load (atomic writes, memory-mapped reads)."""
+
+from __future__ import annotations
+
+import io
+import mmap
+
+import numpy as np
+import pytest
+
+import freight
+from freight.storage import files
+
+
+def test_small_files_are_read_and_large_ones_memory_mapped(tmp_path):
+    small, large = tmp_path / "small.frt", tmp_path / "large.frt"
+    freight.dump(np.arange(10.0), small)
+    freight.dump(np.arange(files.MMAP_MIN // 8 + 1, dtype=np.float64), large)
+    assert type(files.read_payload(small)) is bytes
+    mapped = files.read_payload(large)
+    assert isinstance(mapped, mmap.mmap) and len(mapped) == large.stat().st_size
+
+
+def test_a_zero_copy_load_of_a_large_file_views_the_mapped_file(tmp_path):
+    arr = np.arange(files.MMAP_MIN // 8 * 2, dtype=np.float64)
+    path = tmp_path / "arr.frt"
+    freight.dump(arr, path)
+    view = freight.load(path, zero_copy=True)
+    assert np.array_equal(view, arr) and not view.flags.writeable and not view.flags.owndata
+    copy = freight.load(path)  # a writable array is copied out of the map
+    assert np.array_equal(copy, arr) and copy.flags.writeable
+
+
+def test_write_replaces_the_file_atomically_and_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "obj.frt"
+    path.write_bytes(b"old contents")
+    files.write_payload(freight.dumps([1, 2]), path)
+    assert freight.load(path) == [1, 2]
+    assert [p.name for p in tmp_path.iterdir()] == ["obj.frt"]
+
+
+def test_file_objects_are_written_and_read_as_they_are():
+    buf = io.BytesIO()
+    files.write_payload(b"payload", buf)
+    assert buf.getvalue() == b"payload"
+    buf.seek(0)
+    assert files.read_payload(buf) == b"payload"
+
+
+def test_a_text_file_is_refused_with_what_to_do():
+    with pytest.raises(freight.DeserializationError, match="open it with mode 'rb'"):
+        files.read_payload(io.StringIO("text"))
+
+
+def test_instance_dump_and_load_keep_their_options(tmp_path):
+    f = freight.Freight(compression="zstd", allow_pickle=False)
+    path = tmp_path / "obj.frt"
+    f.dump(np.zeros(100_000), path, checksum=False)
+    frame = freight.inspect(path.read_bytes())["frames"][0]
+    assert frame["codec"] == "zstd" and frame["checksum"] is None
+    assert np.array_equal(f.load(path), np.zeros(100_000))
+    freight.dump(lambda: 1, path)
+    with pytest.raises(freight.UnsafePayloadError):
+        f.load(path)
+    assert f.load(path, allow_pickle=True)() == 1
