@@ -23,13 +23,26 @@ $(STAMP): $(PY) Makefile
 .PHONY: install
 install: $(STAMP)  ## Create the virtualenv and install build and test dependencies
 
+# The extension is rebuilt only when its Rust sources or build settings change (Python sources
+# are used in place: the install is editable). pip's "Ignoring <pkg>: markers ..." lines about
+# extras are dropped from maturin's output.
+EXT_STAMP := $(VENV)/.extension-built
+EXT_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml Cargo.lock pyproject.toml .cargo/config.toml
+ifeq ($(wildcard python/freight/_freight*.so),)
+.PHONY: $(EXT_STAMP)
+endif
+
+$(EXT_STAMP): $(STAMP) $(EXT_SOURCES)
+	set -o pipefail; $(VENV)/bin/maturin develop --release -q -F testing 2>&1 | { grep -vE '^(Ignoring|Requirement already satisfied):? ' || true; }
+	touch $(EXT_STAMP)
+
 .PHONY: build
-build: install  ## Build the extension in release mode into the virtualenv (with the test hooks)
-	$(VENV)/bin/maturin develop --release -q -F testing
+build: $(EXT_STAMP)  ## Build the extension in release mode into the virtualenv (with the test hooks), when its sources changed
 
 .PHONY: build-dev
 build-dev: install  ## Build the extension in debug mode (faster to compile, slow to run)
-	$(VENV)/bin/maturin develop -q -F testing
+	set -o pipefail; $(VENV)/bin/maturin develop -q -F testing 2>&1 | { grep -vE '^(Ignoring|Requirement already satisfied):? ' || true; }
+	rm -f $(EXT_STAMP)
 
 .PHONY: demo
 demo: build  ## Run the demo: a mixed workload through freight, stored in a local folder
