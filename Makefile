@@ -52,8 +52,20 @@ demo: build  ## Run the demo: a mixed workload through freight, stored in a loca
 test-rust:  ## cargo tests (format, property tests)
 	cargo test -p freight-core --release -q
 
+# s3s-fs: a small S3-compatible server (one folder per bucket) that the tests in tests/storage start
+# on loopback. Installed once into .tools/ (git ignores it; about 2.5 minutes to build); newer
+# versions need a newer Rust than ours.
+S3S_FS_VERSION := 0.14.1
+S3S_FS := .tools/bin/s3s-fs
+
+$(S3S_FS):
+	cargo install s3s-fs --version $(S3S_FS_VERSION) --locked --features binary --root .tools
+
+.PHONY: test-server
+test-server: $(S3S_FS)  ## Install the S3-compatible test server (s3s-fs) into .tools/bin
+
 .PHONY: test-python
-test-python: build  ## pytest (unit, golden payloads, Scaler end to end)
+test-python: build $(S3S_FS)  ## pytest (unit, golden payloads, Scaler end to end)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: test

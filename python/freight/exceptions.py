@@ -19,6 +19,9 @@ __all__ = [
     "UnsafePayloadError",
     "FormatVersionError",
     "MissingDependencyError",
+    "StorageError",
+    "KeyNotFoundError",
+    "KeyExistsError",
 ]
 
 
@@ -52,3 +55,19 @@ class FormatVersionError(DeserializationError):
 
 class MissingDependencyError(DeserializationError, ImportError):
     """Decoding needs a library that is not installed; the message names what to install."""
+
+
+class StorageError(FreightError):
+    """A store could not be opened, read or written; the message names the store (its URL), the
+    key and what to check (credentials, endpoint, bucket, folder permissions)."""
+
+
+class KeyNotFoundError(StorageError, KeyError):
+    """No value is stored under the key (also a ``KeyError``, as mappings raise)."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; this message is a sentence
+        return str(self.args[0]) if self.args else ""
+
+
+class KeyExistsError(StorageError, FileExistsError):
+    """``save(..., if_absent=True)`` found a value already stored under the key."""

@@ -11,6 +11,9 @@ pyo3::import_exception!(freight.exceptions, IntegrityError);
 pyo3::import_exception!(freight.exceptions, UnsafePayloadError);
 pyo3::import_exception!(freight.exceptions, FormatVersionError);
 pyo3::import_exception!(freight.exceptions, MissingDependencyError);
+pyo3::import_exception!(freight.exceptions, StorageError);
+pyo3::import_exception!(freight.exceptions, KeyNotFoundError);
+pyo3::import_exception!(freight.exceptions, KeyExistsError);
 
 /// Everything that can go wrong in the bindings. The direction (encoding or decoding) is part
 /// of each variant, so the mapping needs no context.
@@ -33,6 +36,8 @@ pub enum Error {
     Decoding { msg: String, cause: PyErr },
     /// Python code raised while freight encoded: `SerializationError` with the cause.
     Encoding { msg: String, cause: PyErr },
+    /// A store could not be opened, read or written.
+    Store(freight_store::Error),
     /// The native walker cannot encode this payload: it goes through the pickle bridge
     /// instead. Handled inside the encoder; never reaches Python.
     Unsupported,
@@ -43,6 +48,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl From<freight_core::Error> for Error {
     fn from(err: freight_core::Error) -> Self {
         Error::Core(err)
+    }
+}
+
+impl From<freight_store::Error> for Error {
+    fn from(err: freight_store::Error) -> Self {
+        Error::Store(err)
     }
 }
 
@@ -89,6 +100,14 @@ impl From<Error> for PyErr {
             Error::Missing(msg) => MissingDependencyError::new_err(msg),
             Error::Decoding { msg, cause } => with_cause(DeserializationError::new_err(msg), cause),
             Error::Encoding { msg, cause } => with_cause(SerializationError::new_err(msg), cause),
+            Error::Store(err) => {
+                let msg = err.to_string();
+                match err {
+                    freight_store::Error::NotFound { .. } => KeyNotFoundError::new_err(msg),
+                    freight_store::Error::AlreadyExists { .. } => KeyExistsError::new_err(msg),
+                    _ => StorageError::new_err(msg),
+                }
+            }
             Error::Unsupported => SerializationError::new_err(
                 "internal error: the native encoder gave up outside of a payload it could hand to pickle",
             ),

@@ -15,6 +15,7 @@ mod errors;
 mod inspect;
 mod limits;
 mod options;
+mod storage;
 mod types;
 
 use pyo3::prelude::*;
@@ -33,6 +34,8 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<encode::pickle_sink::PickleSink>()?;
     m.add_class::<encode::pickle_sink::ChainedReduce>()?;
     m.add_class::<decode::pickle_source::PickleSource>()?;
+    m.add_class::<storage::NativeStore>()?;
+    m.add_class::<storage::StoredBuffer>()?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;

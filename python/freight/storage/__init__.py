@@ -1,2 +1,206 @@
-"""Where payloads are kept. For now only :mod:`freight.storage.files`, the file I/O behind
-:meth:`freight.Freight.dump` and :meth:`freight.Freight.load`; nothing here is public API yet."""
+"""Where payloads are kept: a store of named values on a local folder (the default), in memory,
+or in S3, on Rust's ``object_store`` (crates/freight-store), every call with the GIL released.
+
+>>> import freight.storage as fs
+>>> store = fs.open("file://./results")          # or a plain path; "memory://"; "s3://bucket/prefix"
+>>> store.save("run-3/prices", prices)          # compression="auto" by default
+>>> prices = store.load("run-3/prices")         # mmap=True on local files: arrays view the file
+>>> store.info("run-3/prices")["size"], store.list("run-3/"), "run-3/prices" in store
+
+Values are written atomically (a reader sees the old value or the whole new one) and streamed
+from the objects' own memory (large values are never assembled in memory as a whole). Each
+stored value is an ordinary ``dumps`` payload: ``freight.load(path)`` and ``python -m freight
+inspect`` read the files of a local store directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from freight import _freight
+from freight.exceptions import KeyExistsError, KeyNotFoundError, StorageError
+
+if TYPE_CHECKING:  # freight._api imports this package (for storage.files): no import cycle at run time
+    from freight._api import Freight
+
+__all__ = ["open", "Store", "StorageError", "KeyNotFoundError", "KeyExistsError"]
+
+_open = open  # the builtin, before this module's open() hides it
+
+
+def open(  # noqa: A001 - the storage counterpart of the builtin, as fsspec and zarr name it
+    url: str,
+    *,
+    freight: Freight | None = None,
+    compression: Any = "auto",
+    endpoint_url: str | None = None,
+    region: str | None = None,
+    access_key_id: str | None = None,
+    secret_access_key: str | None = None,
+    session_token: str | None = None,
+    allow_http: bool | None = None,
+    max_retries: int | None = None,
+    timeout: float | None = None,
+    connect_timeout: float | None = None,
+) -> Store:
+    """Opens a store.
+
+    Args:
+        url: ``file://PATH`` or a plain path (a local folder, created if missing),
+            ``memory://`` (a new, empty store in this process), or ``s3://BUCKET/PREFIX``.
+        freight: the :class:`freight.Freight` that encodes and decodes values (its registry,
+            ``allow_pickle``, ``key``, ...); the module-level default when None.
+        compression: the default of :meth:`Store.save` (``"auto"``: lz4 where samples shrink).
+        endpoint_url, region, access_key_id, secret_access_key, session_token, allow_http:
+            S3 settings; each falls back to the standard AWS environment variable
+            (``AWS_ENDPOINT_URL``, ``AWS_REGION``, ``AWS_ACCESS_KEY_ID``, ...,
+            ``AWS_ALLOW_HTTP=true`` for an ``http://`` endpoint).
+        max_retries, timeout, connect_timeout: S3 request retries (with backoff) and timeouts
+            in seconds (defaults 5, 60 and 5).
+
+    Raises:
+        StorageError: the URL is malformed, or the folder cannot be created.
+    """
+    native = _freight.NativeStore(
+        str(url),
+        endpoint_url=endpoint_url,
+        region=region,
+        access_key_id=access_key_id,
+        secret_access_key=secret_access_key,
+        session_token=session_token,
+        allow_http=allow_http,
+        max_retries=max_retries,
+        timeout=timeout,
+        connect_timeout=connect_timeout,
+    )
+    return Store(native, freight=freight, compression=compression)
+
+
+class Store(MutableMapping[str, Any]):
+    """Named values in one place. Also a ``MutableMapping``: ``store[key] = obj``,
+    ``store[key]``, ``key in store``, ``del store[key]``, ``iter(store)``, ``len(store)``.
+
+    Keys are ``/``-separated names (``"run-3/_test.<locals>.sum_0000"``): any characters, no
+    empty segments; ``list`` gives back exactly the names that were saved.
+    """
+
+    def __init__(self, native: Any, *, freight: Freight | None = None, compression: Any = "auto"):
+        self._native = native
+        if freight is None:
+            from freight._api import _DEFAULT as freight
+        self.freight: Freight = freight
+        self.compression = compression
+
+    @property
+    def url(self) -> str:
+        """Where the store is (``file:///abs/path``, ``memory://``, ``s3://bucket/prefix``)."""
+        return self._native.url
+
+    @property
+    def backend(self) -> str:
+        """``"file"``, ``"memory"`` or ``"s3"``."""
+        return self._native.backend
+
+    def _sign_key(self, key: Any) -> bytes | None:
+        if key is None:
+            key = self.freight._options.get("key")
+        if key is None:
+            return None
+        if isinstance(key, (list, tuple)):
+            key = key[0] if key else None
+        return bytes(key) if key is not None else None
+
+    def save(
+        self, key: str, obj: Any, *, if_absent: bool = False, compression: Any = None, sign_key: Any = None
+    ) -> None:
+        """Stores ``obj`` under ``key``, atomically, replacing what was there.
+
+        Args:
+            if_absent: refuse to replace an existing value (``KeyExistsError``); conditional on
+                the backend (If-None-Match on S3, a no-replace link locally), so two writers
+                cannot both succeed.
+            compression: overrides the store's default (``"auto"``); ``"none"`` stores raw frames.
+            sign_key: sign with this key (default: the store's ``Freight`` key, if any).
+
+        Raises:
+            SerializationError: ``obj`` cannot be encoded.
+            KeyExistsError: ``if_absent`` and a value is stored there.
+            StorageError: the backend failed (the message says what to check).
+        """
+        signing = self._sign_key(sign_key)
+        parts = self.freight.dumps_frames(
+            obj,
+            checksum=True,
+            compression=self.compression if compression is None else compression,
+            key=signing,
+        )
+        self._native.put_payload(key, parts, sign_key=signing, if_absent=if_absent)
+
+    def load(self, key: str, *, mmap: bool = False, **options: Any) -> Any:
+        """The value stored under ``key``.
+
+        Args:
+            mmap: on a local folder store, map the file instead of reading it: arrays come back
+                as read-only views of the mapping (constant time whatever the size), which lives
+                as long as they do.
+            **options: for :meth:`freight.Freight.loads` (``allow_pickle``, ``verify``, ``key``,
+                ``zero_copy``, ``max_size``).
+
+        Raises:
+            KeyNotFoundError: nothing is stored under ``key`` (also a ``KeyError``).
+            DeserializationError: the stored bytes are not a valid payload (or a subclass:
+                IntegrityError, UnsafePayloadError, ...).
+            StorageError: the backend failed; ``mmap=True`` on a store that is not local.
+        """
+        if mmap:
+            data = self._native.map(key)
+            options.setdefault("zero_copy", True)
+        else:
+            data = self._native.get(key)
+        return self.freight.loads(data, **options)
+
+    def exists(self, key: str) -> bool:
+        return self._native.exists(key)
+
+    def delete(self, key: str) -> None:
+        """Removes the value under ``key`` (``KeyNotFoundError`` if there is none)."""
+        self._native.delete(key)
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys that start with ``prefix`` (a plain string prefix), sorted."""
+        return [name for name, _, _ in self._native.list(prefix)]
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Removes every value whose key starts with ``prefix``; returns how many."""
+        if not prefix:
+            raise StorageError("delete_prefix needs a non-empty prefix; to empty a store, pass each top-level name")
+        return self._native.delete_prefix(prefix)
+
+    def info(self, key: str) -> dict[str, Any]:
+        """What is stored under ``key``, from its header only (a ranged read): ``size``,
+        ``modified`` (seconds since the epoch), ``tags``, ``needs_pickle``, ``signed``,
+        ``producer`` (library versions), ``frames``, ``data_length``, ``format_version``."""
+        return self._native.info(key)
+
+    # MutableMapping
+    def __getitem__(self, key: str) -> Any:
+        return self.load(key)
+
+    def __setitem__(self, key: str, obj: Any) -> None:
+        self.save(key, obj)
+
+    def __delitem__(self, key: str) -> None:
+        self.delete(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.exists(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.list())
+
+    def __len__(self) -> int:
+        return len(self.list())
+
+    def __repr__(self) -> str:
+        return f"<freight.storage.Store {self.url}>"

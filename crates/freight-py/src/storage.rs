@@ -1,0 +1,267 @@
+//! `NativeStore`: freight-store's `Store` for Python, every call with the GIL released.
+//! `freight.storage.Store` (Python) encodes with a `Freight` and hands the frames here: they
+//! are written as one `dumps`-layout payload (header, padding, frames, signature) streamed from
+//! the original buffers, never assembled in memory. Loads return a `StoredBuffer` (the bytes,
+//! or a read-only map of a local file) that `loads` views without a copy.
+
+use std::ffi::c_int;
+use std::sync::Arc;
+use std::time::Duration;
+
+use freight_core::envelope::{self, Limits};
+use freight_store::{Options, Store, Stored};
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::buffer::RawBuffer;
+use crate::errors::{Error, Result};
+
+#[pyclass(module = "freight._freight", frozen)]
+pub struct NativeStore {
+    store: Arc<Store>,
+}
+
+/// A stored value's bytes, owned by Rust, exposed read-only through the buffer protocol.
+#[pyclass(module = "freight._freight", frozen)]
+pub struct StoredBuffer {
+    stored: Stored,
+    mapped: bool,
+}
+
+#[pymethods]
+impl StoredBuffer {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("a stored value is read-only"));
+        }
+        let data = slf.get().stored.as_ref();
+        // SAFETY: the bytes live as long as `slf`, which the view holds a reference to.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut std::ffi::c_void,
+                data.len() as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.stored.as_ref().len()
+    }
+
+    /// Whether the bytes are a memory map of the stored file.
+    #[getter]
+    fn mapped(&self) -> bool {
+        self.mapped
+    }
+}
+
+/// The bytes between the end of one part and the 64-byte aligned start of the next frame.
+static PADDING: [u8; envelope::ALIGN] = [0; envelope::ALIGN];
+
+impl NativeStore {
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Store) -> freight_store::Result<T> + Send,
+    ) -> Result<T> {
+        let store = &self.store;
+        Ok(py.detach(|| f(store))?)
+    }
+}
+
+#[pymethods]
+impl NativeStore {
+    #[new]
+    #[pyo3(signature = (url, *, endpoint_url=None, region=None, access_key_id=None, secret_access_key=None, session_token=None, allow_http=None, max_retries=None, timeout=None, connect_timeout=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        url: &str,
+        endpoint_url: Option<String>,
+        region: Option<String>,
+        access_key_id: Option<String>,
+        secret_access_key: Option<String>,
+        session_token: Option<String>,
+        allow_http: Option<bool>,
+        max_retries: Option<usize>,
+        timeout: Option<f64>,
+        connect_timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let options = Options {
+            endpoint_url,
+            region,
+            access_key_id,
+            secret_access_key,
+            session_token,
+            allow_http,
+            max_retries,
+            timeout: timeout.map(Duration::from_secs_f64),
+            connect_timeout: connect_timeout.map(Duration::from_secs_f64),
+        };
+        let store = py
+            .detach(|| Store::open(url, &options))
+            .map_err(Error::from)?;
+        Ok(Self {
+            store: Arc::new(store),
+        })
+    }
+
+    #[getter]
+    fn url(&self) -> &str {
+        self.store.url()
+    }
+
+    /// "file", "memory" or "s3".
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.store_backend()
+    }
+
+    /// Writes the output of `dumps_frames` (header, frames, and the signature part when
+    /// `sign_key` is given, which is dropped: the stored layout is signed over all its bytes)
+    /// as one payload in the `dumps` layout.
+    #[pyo3(signature = (key, parts, sign_key=None, if_absent=false))]
+    fn put_payload(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        parts: &Bound<'_, PyList>,
+        sign_key: Option<Vec<u8>>,
+        if_absent: bool,
+    ) -> PyResult<()> {
+        let mut buffers = parts
+            .iter()
+            .map(|p| RawBuffer::simple(&p))
+            .collect::<PyResult<Vec<_>>>()?;
+        if sign_key.is_some() {
+            buffers.pop(); // the signature of the split layout
+        }
+        let Some((header, frames)) = buffers.split_first() else {
+            return Err(Error::Encode("a payload needs at least its header".to_owned()).into());
+        };
+        let mut slices: Vec<&[u8]> = Vec::with_capacity(2 * buffers.len() + 1);
+        slices.push(header.as_slice());
+        let mut end = header.len();
+        for frame in frames {
+            let start = envelope::align_up(end);
+            slices.push(&PADDING[..start - end]);
+            slices.push(frame.as_slice());
+            end = start + frame.len();
+        }
+        let signature;
+        if let Some(sign_key) = &sign_key {
+            signature = py.detach(|| freight_core::sign::sign(sign_key, &slices));
+            slices.push(&signature);
+        }
+        self.run(py, |store| store.put(key, &slices, if_absent))?;
+        Ok(())
+    }
+
+    /// The whole value (read into memory).
+    fn get(&self, py: Python<'_>, key: &str) -> PyResult<StoredBuffer> {
+        let stored = self.run(py, |store| store.get(key))?;
+        Ok(StoredBuffer {
+            stored,
+            mapped: false,
+        })
+    }
+
+    /// A read-only memory map of a value of a local folder store.
+    fn map(&self, py: Python<'_>, key: &str) -> PyResult<StoredBuffer> {
+        let stored = self.run(py, |store| store.map(key))?;
+        Ok(StoredBuffer {
+            stored,
+            mapped: true,
+        })
+    }
+
+    /// (size, modified) of a value; KeyNotFoundError if there is none.
+    fn head(&self, py: Python<'_>, key: &str) -> PyResult<(u64, f64)> {
+        let meta = self.run(py, |store| store.head(key))?;
+        Ok((meta.size, meta.modified))
+    }
+
+    fn exists(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
+        Ok(self.run(py, |store| store.exists(key))?)
+    }
+
+    fn delete(&self, py: Python<'_>, key: &str) -> PyResult<()> {
+        Ok(self.run(py, |store| store.delete(key))?)
+    }
+
+    /// [(key, size, modified)] of the values whose keys start with `prefix`, sorted by key.
+    #[pyo3(signature = (prefix=""))]
+    fn list(&self, py: Python<'_>, prefix: &str) -> PyResult<Vec<(String, u64, f64)>> {
+        let metas = self.run(py, |store| store.list(prefix))?;
+        Ok(metas
+            .into_iter()
+            .map(|m| (m.key, m.size, m.modified))
+            .collect())
+    }
+
+    fn delete_prefix(&self, py: Python<'_>, prefix: &str) -> PyResult<usize> {
+        Ok(self.run(py, |store| store.delete_prefix(prefix))?)
+    }
+
+    /// What a value's header says (format version, flags, tags, producer versions, frames),
+    /// with its size and modification time, from a ranged read of its first bytes.
+    fn info<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
+        let mut want: u64 = 64 << 10;
+        let (bytes, meta, header) = loop {
+            let (bytes, meta) = self.run(py, |store| store.get_head(key, want))?;
+            match envelope::parse_header(&bytes, &Limits::default()) {
+                Ok(header) => break (bytes, meta, header),
+                Err(freight_core::Error::Truncated { .. }) if want < meta.size => {
+                    want = meta.size.min(want * 64);
+                }
+                Err(err) => return Err(Error::from(err).into()),
+            }
+        };
+        drop(bytes);
+        let out = PyDict::new(py);
+        out.set_item("key", key)?;
+        out.set_item("size", meta.size)?;
+        out.set_item("modified", meta.modified)?;
+        out.set_item("format_version", header.version)?;
+        out.set_item("flags", freight_core::bits::flags::names(header.flags))?;
+        out.set_item("needs_pickle", header.needs_pickle())?;
+        out.set_item("signed", header.signed())?;
+        out.set_item("tags", PyList::new(py, &header.tags)?)?;
+        let producer = PyDict::new(py);
+        for (name, version) in &header.versions {
+            producer.set_item(name, version)?;
+        }
+        out.set_item("producer", producer)?;
+        out.set_item("frames", header.frames.len())?;
+        out.set_item(
+            "data_length",
+            header.frames.iter().map(|f| f.raw_len).sum::<u64>(),
+        )?;
+        out.set_item("header_length", header.len)?;
+        Ok(out)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<freight NativeStore {}>", self.store.url())
+    }
+}
+
+impl NativeStore {
+    fn store_backend(&self) -> &'static str {
+        self.store.backend_name()
+    }
+}

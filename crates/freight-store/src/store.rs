@@ -1,0 +1,371 @@
+//! `Store`: one object_store backend (local folder, memory or S3) under a key prefix, with the
+//! operations freight needs, run to completion on the crate's own tokio runtime (callers release
+//! the GIL around them). Writes are atomic: a reader sees the old value or the whole new one.
+
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, WriteMultipart};
+
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::open::Backend;
+
+/// Payloads up to this size are written with one PUT; larger ones stream in parts.
+pub const SINGLE_PUT_MAX: usize = 16 << 20;
+/// Size of each part of a streamed upload (S3 needs at least 5 MiB).
+pub const PART: usize = 8 << 20;
+/// Parts in flight at once during a streamed upload.
+const PARTS_IN_FLIGHT: usize = 4;
+/// Objects from this size are read as parallel ranges of this size.
+pub const RANGE: u64 = 16 << 20;
+/// Staging files older than this that a crashed writer left behind are removed by the next
+/// write of the same key (younger ones may belong to a writer still at work).
+const STALE: Duration = Duration::from_secs(600);
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("freight-store")
+            .enable_all()
+            .build()
+            .expect("the storage runtime starts")
+    })
+}
+
+/// Runs a future to completion on the storage runtime.
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    runtime().block_on(future)
+}
+
+/// What `head` knows of a stored value.
+#[derive(Debug, Clone)]
+pub struct Meta {
+    pub key: String,
+    pub size: u64,
+    /// Seconds since the Unix epoch.
+    pub modified: f64,
+}
+
+/// A stored value's bytes: read into memory, or mapped from a local file.
+pub enum Stored {
+    Bytes(Bytes),
+    Mapped(memmap2::Mmap),
+}
+
+impl AsRef<[u8]> for Stored {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Stored::Bytes(b) => b,
+            Stored::Mapped(m) => m,
+        }
+    }
+}
+
+pub struct Store {
+    pub(crate) inner: Arc<dyn ObjectStore>,
+    /// The concrete local store, for mmap and the staging-file sweep.
+    pub(crate) local: Option<Arc<LocalFileSystem>>,
+    pub(crate) prefix: Vec<String>,
+    pub(crate) url: String,
+    pub(crate) backend: Backend,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.url)
+    }
+}
+
+impl Store {
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// "file", "memory" or "s3".
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name()
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.local.is_some()
+    }
+
+    fn path(&self, key: &str) -> Result<Path> {
+        keys::check(key)?;
+        Ok(keys::to_path(&self.prefix, key))
+    }
+
+    fn err(&self, op: &'static str, key: &str, err: object_store::Error) -> Error {
+        match err {
+            object_store::Error::NotFound { .. } => Error::NotFound {
+                url: self.url.clone(),
+                key: key.to_owned(),
+            },
+            object_store::Error::AlreadyExists { .. } => Error::AlreadyExists {
+                url: self.url.clone(),
+                key: key.to_owned(),
+            },
+            other => Error::Backend {
+                url: self.url.clone(),
+                op,
+                key: key.to_owned(),
+                message: other.to_string(),
+                hint: self.backend.hint(),
+            },
+        }
+    }
+
+    /// Writes the concatenation of `parts` under `key`, atomically; with `if_absent`, only if
+    /// nothing is stored there (`AlreadyExists` otherwise). Small values go in one PUT; large
+    /// ones stream in parts (a multipart upload, or a staged file renamed into place), never
+    /// assembled in memory as a whole.
+    pub fn put(&self, key: &str, parts: &[&[u8]], if_absent: bool) -> Result<()> {
+        let path = self.path(key)?;
+        self.sweep_staging(&path);
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total <= SINGLE_PUT_MAX {
+            let mut data = Vec::with_capacity(total);
+            for part in parts {
+                data.extend_from_slice(part);
+            }
+            let mode = if if_absent {
+                PutMode::Create
+            } else {
+                PutMode::Overwrite
+            };
+            return block_on(self.inner.put_opts(
+                &path,
+                PutPayload::from(data),
+                PutOptions::from(mode),
+            ))
+            .map(|_| ())
+            .map_err(|e| self.err("save", key, e));
+        }
+        if !if_absent {
+            return block_on(self.upload(&path, parts)).map_err(|e| self.err("save", key, e));
+        }
+        // Multipart uploads cannot be create-only: upload beside the key, then copy into place
+        // only if the key is absent (a hard link locally, a conditional copy on S3).
+        let staged = keys::to_path(&self.prefix, &format!("{key}.freight-staging-{}", unique()));
+        let result = block_on(async {
+            self.upload(&staged, parts).await?;
+            let copied = self.inner.copy_if_not_exists(&staged, &path).await;
+            let _ = self.inner.delete(&staged).await;
+            copied
+        });
+        result.map_err(|e| self.err("save", key, e))
+    }
+
+    async fn upload(&self, path: &Path, parts: &[&[u8]]) -> object_store::Result<()> {
+        let upload = self.inner.put_multipart(path).await?;
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
+        for part in parts {
+            for chunk in part.chunks(PART) {
+                if let Err(err) = writer.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                    let _ = writer.abort().await;
+                    return Err(err);
+                }
+                writer.write(chunk);
+            }
+        }
+        writer.finish().await.map(|_| ())
+    }
+
+    /// The whole value, read as parallel ranges when it is large.
+    pub fn get(&self, key: &str) -> Result<Stored> {
+        let path = self.path(key)?;
+        block_on(async {
+            let size = self.inner.head(&path).await?.size;
+            if size < 2 * RANGE || self.is_local() {
+                return Ok(Stored::Bytes(self.inner.get(&path).await?.bytes().await?));
+            }
+            let ranges: Vec<Range<u64>> = (0..size)
+                .step_by(RANGE as usize)
+                .map(|start| start..(start + RANGE).min(size))
+                .collect();
+            let chunks = self.inner.get_ranges(&path, &ranges).await?;
+            let mut out = Vec::with_capacity(size as usize);
+            for chunk in chunks {
+                out.extend_from_slice(&chunk);
+            }
+            Ok(Stored::Bytes(Bytes::from(out)))
+        })
+        .map_err(|e| self.err("load", key, e))
+    }
+
+    /// The first `len` bytes of a value (fewer if it is shorter).
+    pub fn get_head(&self, key: &str, len: u64) -> Result<(Bytes, Meta)> {
+        let path = self.path(key)?;
+        block_on(async {
+            let meta = self.inner.head(&path).await?;
+            let bytes = self.inner.get_range(&path, 0..len.min(meta.size)).await?;
+            Ok((bytes, meta))
+        })
+        .map(|(bytes, meta)| (bytes, self.meta(key, &meta)))
+        .map_err(|e| self.err("info", key, e))
+    }
+
+    /// Maps a value of a local folder store into memory (read-only).
+    pub fn map(&self, key: &str) -> Result<Stored> {
+        let Some(local) = &self.local else {
+            return Err(Error::NotLocal {
+                url: self.url.clone(),
+                what: "mmap=True",
+            });
+        };
+        let path = self.path(key)?;
+        let file_path = local
+            .path_to_filesystem(&path)
+            .map_err(|e| self.err("load", key, e))?;
+        let file = std::fs::File::open(&file_path).map_err(|e| self.io_err("load", key, e))?;
+        // SAFETY: the file is replaced by rename, never written in place, so the mapped bytes
+        // do not change under the reader (a writer's new value is a new inode).
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| self.io_err("load", key, e))?;
+        Ok(Stored::Mapped(map))
+    }
+
+    fn io_err(&self, op: &'static str, key: &str, err: std::io::Error) -> Error {
+        if err.kind() == std::io::ErrorKind::NotFound {
+            return Error::NotFound {
+                url: self.url.clone(),
+                key: key.to_owned(),
+            };
+        }
+        Error::Backend {
+            url: self.url.clone(),
+            op,
+            key: key.to_owned(),
+            message: err.to_string(),
+            hint: self.backend.hint(),
+        }
+    }
+
+    fn meta(&self, key: &str, meta: &object_store::ObjectMeta) -> Meta {
+        Meta {
+            key: key.to_owned(),
+            size: meta.size,
+            modified: meta.last_modified.timestamp_micros() as f64 / 1e6,
+        }
+    }
+
+    pub fn head(&self, key: &str) -> Result<Meta> {
+        let path = self.path(key)?;
+        block_on(self.inner.head(&path))
+            .map(|meta| self.meta(key, &meta))
+            .map_err(|e| self.err("info", key, e))
+    }
+
+    pub fn exists(&self, key: &str) -> Result<bool> {
+        match self.head(key) {
+            Ok(_) => Ok(true),
+            Err(Error::NotFound { .. }) => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    pub fn delete(&self, key: &str) -> Result<()> {
+        let path = self.path(key)?;
+        block_on(async {
+            // object_store's delete succeeds on a missing key on some backends: look first.
+            self.inner.head(&path).await?;
+            self.inner.delete(&path).await
+        })
+        .map_err(|e| self.err("delete", key, e))
+    }
+
+    /// Every stored value whose key starts with `prefix` (a plain string prefix), sorted.
+    pub fn list(&self, prefix: &str) -> Result<Vec<Meta>> {
+        // List the deepest folder the prefix names, then filter by the whole prefix.
+        let folder = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        let mut segments = self.prefix.clone();
+        segments.extend(keys::prefix_segments(folder));
+        let list_path = keys::folder(&segments);
+        let metas: Vec<object_store::ObjectMeta> =
+            block_on(self.inner.list(list_path.as_ref()).try_collect())
+                .map_err(|e| self.err("list", prefix, e))?;
+        let mut out: Vec<Meta> = metas
+            .iter()
+            .filter_map(|m| {
+                let key = keys::from_path(&self.prefix, &m.location)?;
+                (key.starts_with(prefix) && !is_staging(&key)).then(|| self.meta(&key, m))
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    /// Deletes every value whose key starts with `prefix`; returns how many.
+    pub fn delete_prefix(&self, prefix: &str) -> Result<usize> {
+        let metas = self.list(prefix)?;
+        let paths: Vec<Path> = metas
+            .iter()
+            .map(|m| keys::to_path(&self.prefix, &m.key))
+            .collect();
+        let n = paths.len();
+        block_on(async {
+            let stream = futures::stream::iter(paths.into_iter().map(Ok)).boxed();
+            self.inner
+                .delete_stream(stream)
+                .try_collect::<Vec<_>>()
+                .await
+        })
+        .map_err(|e| self.err("delete", prefix, e))?;
+        Ok(n)
+    }
+
+    /// Removes staging files (`<name>#<n>`) an interrupted local write left beside `path`.
+    fn sweep_staging(&self, path: &Path) {
+        let Some(local) = &self.local else { return };
+        let Ok(file) = local.path_to_filesystem(path) else {
+            return;
+        };
+        let (Some(dir), Some(name)) = (file.parent(), file.file_name().and_then(|n| n.to_str()))
+        else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let now = SystemTime::now();
+        for entry in entries.flatten() {
+            let entry_name = entry.file_name();
+            let Some(rest) = entry_name
+                .to_str()
+                .and_then(|n| n.strip_prefix(name))
+                .and_then(|r| r.strip_prefix('#'))
+            else {
+                continue;
+            };
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE));
+            if !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_digit()) && old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// Keys of the temporary objects a create-only streamed write uses.
+fn is_staging(key: &str) -> bool {
+    key.rsplit('/')
+        .next()
+        .is_some_and(|name| name.contains(".freight-staging-"))
+}
+
+fn unique() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos:x}", std::process::id())
+}
