@@ -16,6 +16,8 @@ __all__ = [
     "DEBUG_BUILD",
     "Codec",
     "FrameBuffer",
+    "NativeStore",
+    "StoredBuffer",
     "PickleSink",
     "PickleSource",
     "ChainedReduce",
@@ -193,6 +195,68 @@ class FrameBuffer:
 
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@type_check_only
+class StoreInfo(TypedDict):
+    """What ``NativeStore.info`` reads from a stored value's header (a ranged read)."""
+
+    key: str
+    size: int
+    modified: float
+    format_version: int
+    flags: list[str]
+    needs_pickle: bool
+    signed: bool
+    tags: list[str]
+    producer: dict[str, str]
+    frames: int
+    data_length: int
+    header_length: int
+
+@final
+class NativeStore:
+    """A store of named payloads on a local folder, in memory or in S3 (crates/freight-store);
+    every call releases the GIL. ``freight.storage.Store`` wraps it."""
+
+    def __new__(
+        cls,
+        url: str,
+        *,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        session_token: str | None = None,
+        allow_http: bool | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+    ) -> Self: ...
+    @property
+    def url(self) -> str: ...
+    @property
+    def backend(self) -> Literal["file", "memory", "s3"]: ...
+    def put_payload(
+        self, key: str, parts: list[Any], sign_key: bytes | None = None, if_absent: bool = False
+    ) -> None:
+        """Writes ``dumps_frames`` output as one payload in the ``dumps`` layout, streamed."""
+    def get(self, key: str) -> StoredBuffer: ...
+    def map(self, key: str) -> StoredBuffer: ...
+    def head(self, key: str) -> tuple[int, float]: ...
+    def exists(self, key: str) -> bool: ...
+    def delete(self, key: str) -> None: ...
+    def list(self, prefix: str = "") -> list[tuple[str, int, float]]: ...
+    def delete_prefix(self, prefix: str) -> int: ...
+    def info(self, key: str) -> StoreInfo: ...
+
+@final
+class StoredBuffer:
+    """A stored value's bytes (read, or a read-only memory map), as a read-only buffer."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    @property
+    def mapped(self) -> bool: ...
 
 @final
 class PickleSink:

@@ -171,13 +171,11 @@ impl NativeStore {
         Ok(())
     }
 
-    /// The whole value (read into memory).
+    /// The whole value (read into memory, or mapped when it is a large local file).
     fn get(&self, py: Python<'_>, key: &str) -> PyResult<StoredBuffer> {
         let stored = self.run(py, |store| store.get(key))?;
-        Ok(StoredBuffer {
-            stored,
-            mapped: false,
-        })
+        let mapped = matches!(stored, Stored::Mapped(_));
+        Ok(StoredBuffer { stored, mapped })
     }
 
     /// A read-only memory map of a value of a local folder store.

@@ -24,6 +24,8 @@ pub const PART: usize = 8 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Objects from this size are read as parallel ranges of this size.
 pub const RANGE: u64 = 16 << 20;
+/// Local values from this size are mapped rather than read by `get`.
+const MAP_MIN: u64 = 1 << 20;
 /// Staging files older than this that a crashed writer left behind are removed by the next
 /// write of the same key (younger ones may belong to a writer still at work).
 const STALE: Duration = Duration::from_secs(600);
@@ -180,8 +182,17 @@ impl Store {
         writer.finish().await.map(|_| ())
     }
 
-    /// The whole value, read as parallel ranges when it is large.
+    /// The whole value: a local file of 1 MiB or more is mapped (reading it through the map
+    /// costs the same one copy as a read, and lets read-only arrays view it), other values are
+    /// read, as parallel ranges when they are large.
     pub fn get(&self, key: &str) -> Result<Stored> {
+        if self.is_local() {
+            if let Ok(meta) = self.head(key) {
+                if meta.size >= MAP_MIN {
+                    return self.map(key);
+                }
+            }
+        }
         let path = self.path(key)?;
         block_on(async {
             let size = self.inner.head(&path).await?.size;
