@@ -221,25 +221,17 @@ impl FrameBuffer {
         flags: c_int,
     ) -> PyResult<()> {
         let this = slf.get();
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE && this.readonly {
-            return Err(PyBufferError::new_err("this freight frame is read-only"));
-        }
-        // SAFETY: PyBuffer_FillInfo fills `view` for a contiguous byte buffer and takes a new
-        // reference to `slf`, which keeps the owner (and so the memory) alive.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
+        // SAFETY: the owner keeps the bytes alive as long as `slf`, which the view references.
+        unsafe {
+            fill_buffer(
+                slf.as_any(),
                 view,
-                slf.as_ptr(),
-                this.ptr as *mut std::ffi::c_void,
-                this.len as ffi::Py_ssize_t,
-                this.readonly as c_int,
                 flags,
+                this.as_slice(),
+                this.readonly,
+                "this freight frame is read-only",
             )
-        };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
         }
-        Ok(())
     }
 
     fn __len__(&self) -> usize {
@@ -253,6 +245,41 @@ impl FrameBuffer {
             if self.readonly { ", read-only" } else { "" }
         )
     }
+}
+
+/// Fills a buffer-protocol view of `data` exported by `exporter` (contiguous bytes), refusing a
+/// writable request on read-only memory with `readonly_msg`.
+///
+/// # Safety
+/// `data` must stay valid and unmoved for as long as `exporter` lives (the view holds a
+/// reference to it), and must not be written through when `readonly`.
+pub unsafe fn fill_buffer(
+    exporter: &Bound<'_, PyAny>,
+    view: *mut ffi::Py_buffer,
+    flags: c_int,
+    data: &[u8],
+    readonly: bool,
+    readonly_msg: &'static str,
+) -> PyResult<()> {
+    if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE && readonly {
+        return Err(PyBufferError::new_err(readonly_msg));
+    }
+    // SAFETY: PyBuffer_FillInfo fills `view` for a contiguous byte buffer and takes a new
+    // reference to `exporter`, which keeps the memory alive (the caller's contract).
+    let rc = unsafe {
+        ffi::PyBuffer_FillInfo(
+            view,
+            exporter.as_ptr(),
+            data.as_ptr() as *mut std::ffi::c_void,
+            data.len() as ffi::Py_ssize_t,
+            readonly as c_int,
+            flags,
+        )
+    };
+    if rc != 0 {
+        return Err(PyErr::fetch(exporter.py()));
+    }
+    Ok(())
 }
 
 /// `memoryview(obj)`.

@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use freight_core::envelope::{self, Limits};
 use freight_store::{Options, Store, Stored};
-use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::buffer::RawBuffer;
+use crate::buffer::{fill_buffer, RawBuffer};
 use crate::errors::{Error, Result};
 
 #[pyclass(module = "freight._freight", frozen)]
@@ -37,25 +36,17 @@ impl StoredBuffer {
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        if flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("a stored value is read-only"));
-        }
-        let data = slf.get().stored.as_ref();
-        // SAFETY: the bytes live as long as `slf`, which the view holds a reference to.
-        let rc = unsafe {
-            ffi::PyBuffer_FillInfo(
+        // SAFETY: the stored bytes live (unmoved, never written) as long as `slf`.
+        unsafe {
+            fill_buffer(
+                slf.as_any(),
                 view,
-                slf.as_ptr(),
-                data.as_ptr() as *mut std::ffi::c_void,
-                data.len() as ffi::Py_ssize_t,
-                1,
                 flags,
+                slf.get().stored.as_ref(),
+                true,
+                "a stored value is read-only",
             )
-        };
-        if rc != 0 {
-            return Err(PyErr::fetch(slf.py()));
         }
-        Ok(())
     }
 
     fn __len__(&self) -> usize {
