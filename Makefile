@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
-TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray "dask[array,dataframe]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler
+TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr "dask[array,dataframe]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler
 
 .PHONY: help
 help:  ## Show this help

@@ -201,3 +201,78 @@ def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return s3_server
+
+
+# -- stores on each backend, for the Store tests (test_store*.py) ---------------------------------
+
+_store_prefixes = itertools.count()
+
+
+class StoreLocation:
+    """Where one test's store lives: ``backend`` ("file", "memory" or "s3"), ``url``, and
+    ``open(**kw)``, a new ``Store`` on the same location (the same objects: a second client of
+    the folder or bucket; for "memory", a second ``Store`` over the one in-memory store).
+    ``files()`` is what lies on disk under the store ({relative path: size}), None for memory."""
+
+    def __init__(self, backend: str, url: str, root: Path | None, server: S3Server | None) -> None:
+        self.backend = backend
+        self.url = url
+        self.root = root
+        self.server = server
+        self._memory = None
+
+    def s3_options(self, **overrides: object) -> dict:
+        assert self.server is not None
+        options = dict(
+            endpoint_url=self.server.endpoint,
+            access_key_id=self.server.access_key_id,
+            secret_access_key=self.server.secret_access_key,
+            region=self.server.region,
+            allow_http=True,
+        )
+        options.update(overrides)
+        return options
+
+    def open(self, **kw: object):
+        import freight.storage
+
+        s3_keys = ("max_retries", "timeout", "connect_timeout")
+        if self.backend != "s3":
+            kw = {k: v for k, v in kw.items() if k not in s3_keys}
+        if self.backend == "memory":
+            if self._memory is None:
+                self._memory = freight.storage.open(self.url, **kw)
+                return self._memory
+            return freight.storage.Store(self._memory._native, **kw)
+        if self.backend == "s3":
+            options = self.s3_options(**{k: kw.pop(k) for k in s3_keys if k in kw})
+            return freight.storage.open(self.url, **options, **kw)
+        return freight.storage.open(self.url, **kw)
+
+    def files(self) -> dict[str, int] | None:
+        if self.root is None:
+            return None
+        return {str(p.relative_to(self.root)): p.stat().st_size for p in sorted(self.root.rglob("*")) if p.is_file()}
+
+    def __repr__(self) -> str:
+        return f"StoreLocation({self.url!r})"
+
+
+@pytest.fixture(params=["file", "memory", "s3"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> StoreLocation:
+    """An empty store on each backend (a fresh folder, memory store or S3 prefix per test)."""
+    if request.param == "file":
+        root = tmp_path / "store"
+        return StoreLocation("file", str(root), root, None)
+    if request.param == "memory":
+        return StoreLocation("memory", "memory://", None, None)
+    server: S3Server = request.getfixturevalue("s3_server")
+    server.start()  # a fault test of the module may have killed it
+    prefix = f"some/prefix-{next(_store_prefixes)}"
+    return StoreLocation("s3", f"s3://{server.bucket}/{prefix}", server.data_dir / server.bucket / prefix, server)
+
+
+@pytest.fixture
+def store(store_location: StoreLocation):
+    """``store_location.open()``: an empty ``freight.storage.Store`` on each backend."""
+    return store_location.open()

@@ -5,6 +5,7 @@
 
 use pyo3::prelude::*;
 
+pyo3::import_exception!(freight.exceptions, FreightError);
 pyo3::import_exception!(freight.exceptions, SerializationError);
 pyo3::import_exception!(freight.exceptions, DeserializationError);
 pyo3::import_exception!(freight.exceptions, IntegrityError);
@@ -173,5 +174,5 @@ fn is_rust_panic(py: Python<'_>, err: &PyErr) -> bool {
 }
 
 fn is_freight_error(py: Python<'_>, err: &PyErr) -> bool {
-    err.is_instance_of::<SerializationError>(py) || err.is_instance_of::<DeserializationError>(py)
+    err.is_instance_of::<FreightError>(py)
 }

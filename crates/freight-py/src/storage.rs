@@ -12,7 +12,7 @@ use freight_core::envelope::{self, Limits};
 use freight_store::{Options, Store, Stored};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::buffer::{fill_buffer, RawBuffer};
 use crate::errors::{Error, Result};
@@ -160,6 +160,37 @@ impl NativeStore {
         }
         self.run(py, |store| store.put(key, &slices, if_absent))?;
         Ok(())
+    }
+
+    /// Writes the concatenation of `parts` as it is (side objects of persistent serializers,
+    /// zarr chunks, payloads copied byte for byte), atomically.
+    #[pyo3(signature = (key, parts, if_absent=false))]
+    fn put_bytes(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        parts: &Bound<'_, PyList>,
+        if_absent: bool,
+    ) -> PyResult<()> {
+        let buffers = parts
+            .iter()
+            .map(|p| RawBuffer::simple(&p))
+            .collect::<PyResult<Vec<_>>>()?;
+        let slices: Vec<&[u8]> = buffers.iter().map(RawBuffer::as_slice).collect();
+        self.run(py, |store| store.put(key, &slices, if_absent))?;
+        Ok(())
+    }
+
+    /// Bytes `start..end` of a value (clipped to its end), as `bytes`.
+    fn get_range<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let data = self.run(py, |store| store.get_range(key, start..end))?;
+        Ok(PyBytes::new(py, &data))
     }
 
     /// The whole value (read into memory, or mapped when it is a large local file).

@@ -8,6 +8,9 @@ use percent_encoding::percent_decode_str;
 
 use crate::error::{Error, Result};
 
+/// The marker of the temporary keys of create-only streamed writes (never listed).
+pub const STAGING: &str = ".freight-staging-";
+
 /// Checks a key: non-empty segments separated by single slashes.
 pub fn check(key: &str) -> Result<()> {
     let bad = |why| {
@@ -21,6 +24,9 @@ pub fn check(key: &str) -> Result<()> {
     }
     if key.split('/').any(str::is_empty) {
         return bad("a key cannot start or end with '/' or hold '//'");
+    }
+    if key.contains(STAGING) {
+        return bad("names holding \".freight-staging-\" are reserved for writes in progress");
     }
     Ok(())
 }

@@ -24,6 +24,8 @@ pub const PART: usize = 8 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Objects from this size are read as parallel ranges of this size.
 pub const RANGE: u64 = 16 << 20;
+/// Ranged reads in flight at once.
+const RANGES_IN_FLIGHT: usize = 8;
 /// Local values from this size are mapped rather than read by `get`.
 const MAP_MIN: u64 = 1 << 20;
 /// Staging files older than this that a crashed writer left behind are removed by the next
@@ -107,6 +109,13 @@ impl Store {
     }
 
     fn err(&self, op: &'static str, key: &str, err: object_store::Error) -> Error {
+        if self.is_local() && below_a_file(&err) {
+            // "a/b" when "a" is a stored value: no value is stored under "a/b".
+            return Error::NotFound {
+                url: self.url.clone(),
+                key: key.to_owned(),
+            };
+        }
         match err {
             object_store::Error::NotFound { .. } => Error::NotFound {
                 url: self.url.clone(),
@@ -157,7 +166,7 @@ impl Store {
         }
         // Multipart uploads cannot be create-only: upload beside the key, then copy into place
         // only if the key is absent (a hard link locally, a conditional copy on S3).
-        let staged = keys::to_path(&self.prefix, &format!("{key}.freight-staging-{}", unique()));
+        let staged = keys::to_path(&self.prefix, &format!("{key}{}{}", keys::STAGING, unique()));
         let result = block_on(async {
             self.upload(&staged, parts).await?;
             let copied = self.inner.copy_if_not_exists(&staged, &path).await;
@@ -203,12 +212,30 @@ impl Store {
                 .step_by(RANGE as usize)
                 .map(|start| start..(start + RANGE).min(size))
                 .collect();
-            let chunks = self.inner.get_ranges(&path, &ranges).await?;
+            // One request per range, RANGES_IN_FLIGHT at a time, appended in order as they
+            // arrive (object_store's get_ranges would merge adjacent ranges into one request).
+            let mut chunks = futures::stream::iter(ranges)
+                .map(|range| self.inner.get_range(&path, range))
+                .buffered(RANGES_IN_FLIGHT);
             let mut out = Vec::with_capacity(size as usize);
-            for chunk in chunks {
+            while let Some(chunk) = chunks.try_next().await? {
                 out.extend_from_slice(&chunk);
             }
             Ok(Stored::Bytes(Bytes::from(out)))
+        })
+        .map_err(|e| self.err("load", key, e))
+    }
+
+    /// Bytes `range` of a value (clipped to its end).
+    pub fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
+        let path = self.path(key)?;
+        block_on(async {
+            let size = self.inner.head(&path).await?.size;
+            let range = range.start.min(size)..range.end.min(size);
+            if range.is_empty() {
+                return Ok(Bytes::new());
+            }
+            self.inner.get_range(&path, range).await
         })
         .map_err(|e| self.err("load", key, e))
     }
@@ -238,6 +265,13 @@ impl Store {
             .path_to_filesystem(&path)
             .map_err(|e| self.err("load", key, e))?;
         let file = std::fs::File::open(&file_path).map_err(|e| self.io_err("load", key, e))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            // A folder of other keys ("a" when "a/b" is stored) is not a value.
+            return Err(Error::NotFound {
+                url: self.url.clone(),
+                key: key.to_owned(),
+            });
+        }
         // SAFETY: the file is replaced by rename, never written in place, so the mapped bytes
         // do not change under the reader (a writer's new value is a new inode).
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| self.io_err("load", key, e))?;
@@ -245,7 +279,10 @@ impl Store {
     }
 
     fn io_err(&self, op: &'static str, key: &str, err: std::io::Error) -> Error {
-        if err.kind() == std::io::ErrorKind::NotFound {
+        if matches!(
+            err.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        ) {
             return Error::NotFound {
                 url: self.url.clone(),
                 key: key.to_owned(),
@@ -367,11 +404,23 @@ impl Store {
     }
 }
 
+/// Whether a local error is ENOTDIR: a path through a stored file, which holds no value.
+fn below_a_file(err: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::NotADirectory;
+        }
+        source = e.source();
+    }
+    false
+}
+
 /// Keys of the temporary objects a create-only streamed write uses.
 fn is_staging(key: &str) -> bool {
     key.rsplit('/')
         .next()
-        .is_some_and(|name| name.contains(".freight-staging-"))
+        .is_some_and(|name| name.contains(keys::STAGING))
 }
 
 fn unique() -> String {

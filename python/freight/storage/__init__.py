@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from freight import _freight
 from freight.exceptions import KeyExistsError, KeyNotFoundError, StorageError
+from freight.storage import persistent
 
 if TYPE_CHECKING:  # freight._api imports this package (for storage.files): no import cycle at run time
     from freight._api import Freight
@@ -91,6 +92,23 @@ class Store(MutableMapping[str, Any]):
             from freight._api import _DEFAULT as freight
         self.freight: Freight = freight
         self.compression = compression
+        self._persistent: list[Any] = []
+
+    def register_persistent(self, serializer: Any) -> None:
+        """Keeps values of ``serializer.types`` (and their subclasses) beside the envelope in
+        their own format, through this store (see :mod:`freight.storage.persistent`): e.g.
+        ``store.register_persistent(persistent.DaskZarr())`` writes dask arrays as zarr arrays,
+        chunk by chunk, and loads them back lazily. Values already saved are not rewritten."""
+        from freight._api import Freight
+        from freight.registry import Registry
+
+        if not self._persistent:
+            # This store's own registry layer over its Freight's, with the same options.
+            options = dict(self.freight._options)
+            self.freight = Freight(registry=Registry(parent=self.freight.registry), **options)
+        adapter = persistent.Adapter(serializer)
+        self.freight.register(adapter, tag=adapter.tag, types=adapter.types, safe=True, replace=True)
+        self._persistent.append(serializer)
 
     @property
     def url(self) -> str:
@@ -112,7 +130,7 @@ class Store(MutableMapping[str, Any]):
         return bytes(key) if key is not None else None
 
     def save(
-        self, key: str, obj: Any, *, if_absent: bool = False, compression: Any = None, sign_key: Any = None
+        self, key: str, obj: Any, /, *, if_absent: bool = False, compression: Any = None, sign_key: Any = None
     ) -> None:
         """Stores ``obj`` under ``key``, atomically, replacing what was there.
 
@@ -128,16 +146,32 @@ class Store(MutableMapping[str, Any]):
             KeyExistsError: ``if_absent`` and a value is stored there.
             StorageError: the backend failed (the message says what to check).
         """
+        if persistent.is_side_key(key):
+            raise StorageError(f"invalid key {key!r}: names holding {persistent.SIDE!r} are reserved for side objects")
         signing = self._sign_key(sign_key)
-        parts = self.freight.dumps_frames(
-            obj,
-            checksum=True,
-            compression=self.compression if compression is None else compression,
-            key=signing,
-        )
+        save_id = persistent.new_save_id()
+        token = persistent._CURRENT.set((self._native, key, save_id))
+        try:
+            parts = self.freight.dumps_frames(
+                obj,
+                checksum=True,
+                compression=self.compression if compression is None else compression,
+                key=signing,
+            )
+        finally:
+            persistent._CURRENT.reset(token)
         self._native.put_payload(key, parts, sign_key=signing, if_absent=if_absent)
+        if self._persistent:
+            self._drop_side_objects(key, keep=save_id)
 
-    def load(self, key: str, *, mmap: bool = False, **options: Any) -> Any:
+    def _drop_side_objects(self, key: str, keep: str | None = None) -> None:
+        """Removes the side objects of earlier saves of ``key`` (all of them with ``keep=None``)."""
+        side = f"{key}{persistent.SIDE}"
+        stale = {name[len(side) :].split("/", 1)[0] for name, _, _ in self._native.list(side)} - {keep}
+        for save_id in stale:
+            self._native.delete_prefix(f"{side}{save_id}/")
+
+    def load(self, key: str, /, *, mmap: bool = False, **options: Any) -> Any:
         """The value stored under ``key``.
 
         Args:
@@ -158,18 +192,24 @@ class Store(MutableMapping[str, Any]):
             options.setdefault("zero_copy", True)
         else:
             data = self._native.get(key)
-        return self.freight.loads(data, **options)
+        token = persistent._CURRENT.set((self._native, key, ""))
+        try:
+            return self.freight.loads(data, **options)
+        finally:
+            persistent._CURRENT.reset(token)
 
-    def exists(self, key: str) -> bool:
+    def exists(self, key: str, /) -> bool:
         return self._native.exists(key)
 
-    def delete(self, key: str) -> None:
-        """Removes the value under ``key`` (``KeyNotFoundError`` if there is none)."""
+    def delete(self, key: str, /) -> None:
+        """Removes the value under ``key`` and its side objects (``KeyNotFoundError`` if there is
+        no value)."""
         self._native.delete(key)
+        self._drop_side_objects(key)
 
     def list(self, prefix: str = "") -> list[str]:
         """The keys that start with ``prefix`` (a plain string prefix), sorted."""
-        return [name for name, _, _ in self._native.list(prefix)]
+        return [name for name, _, _ in self._native.list(prefix) if not persistent.is_side_key(name)]
 
     def delete_prefix(self, prefix: str) -> int:
         """Removes every value whose key starts with ``prefix``; returns how many."""
@@ -177,7 +217,7 @@ class Store(MutableMapping[str, Any]):
             raise StorageError("delete_prefix needs a non-empty prefix; to empty a store, pass each top-level name")
         return self._native.delete_prefix(prefix)
 
-    def info(self, key: str) -> dict[str, Any]:
+    def info(self, key: str, /) -> dict[str, Any]:
         """What is stored under ``key``, from its header only (a ranged read): ``size``,
         ``modified`` (seconds since the epoch), ``tags``, ``needs_pickle``, ``signed``,
         ``producer`` (library versions), ``frames``, ``data_length``, ``format_version``."""
@@ -194,7 +234,9 @@ class Store(MutableMapping[str, Any]):
         self.delete(key)
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.exists(key)
+        if not isinstance(key, str) or not key:
+            return False
+        return self.exists(key)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.list())
