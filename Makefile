@@ -71,14 +71,15 @@ test-python: build $(S3S_FS)  ## pytest (unit, golden payloads, Scaler end to en
 .PHONY: test
 test: test-rust test-python  ## Everything: cargo test and pytest
 
-BENCH_DEPS := lz4 zstandard safetensors
+BENCH_DEPS := lz4 zstandard safetensors boto3
 
 .PHONY: bench
-bench: build  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(), lz4, zstandard and each library's own formats
+bench: build $(S3S_FS)  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(), lz4, zstandard, each library's own formats, cp and boto3
 	$(PIP) install -q $(BENCH_DEPS)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_compression.py
 	$(PY) benchmarks/bench_libraries.py
+	$(PY) benchmarks/bench_storage.py
 
 LINT_DEPS := ruff mypy
 LINT_STAMP := $(VENV)/.lint-deps-installed

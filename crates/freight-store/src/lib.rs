@@ -5,6 +5,7 @@
 
 mod error;
 mod keys;
+mod local;
 mod open;
 mod store;
 

@@ -142,6 +142,18 @@ impl Store {
     pub fn put(&self, key: &str, parts: &[&[u8]], if_absent: bool) -> Result<()> {
         let path = self.path(key)?;
         self.sweep_staging(&path);
+        if let Some(local) = &self.local {
+            let file = local
+                .path_to_filesystem(&path)
+                .map_err(|e| self.err("save", key, e))?;
+            return crate::local::put(&file, parts, if_absent).map_err(|e| match e {
+                crate::local::PutError::Exists => Error::AlreadyExists {
+                    url: self.url.clone(),
+                    key: key.to_owned(),
+                },
+                crate::local::PutError::Io(e) => self.io_err("save", key, e),
+            });
+        }
         let total: usize = parts.iter().map(|p| p.len()).sum();
         if total <= SINGLE_PUT_MAX {
             let mut data = Vec::with_capacity(total);
