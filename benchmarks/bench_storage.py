@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from harness import MiB, Target, finish, fmt_bytes, fmt_ns, fmt_rate, parse_args, print_table, print_targets
 
 import freight.storage as fs
+from harness import MiB, Target, finish, fmt_bytes, fmt_ns, fmt_rate, parse_args, print_table, print_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 S3S = ROOT / ".tools" / "bin" / "s3s-fs"
