@@ -38,6 +38,13 @@ S3S = ROOT / ".tools" / "bin" / "s3s-fs"
 KEY, SECRET, BUCKET = "benchkey", "benchsecret-benchsecret", "bench"
 
 
+def _scratch() -> Path:
+    """Scratch space on the project's disk (git-ignored), not /tmp, which may be a RAM disk."""
+    path = ROOT / ".tools" / "bench"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _array(nbytes: int) -> np.ndarray:
     return np.random.default_rng(0).random(nbytes // 8)
 
@@ -76,7 +83,7 @@ def _cp(src: str, dst: str) -> None:
 
 def case_local(nbytes: int, repeat: int, targets: list[Target], rows: list[list[str]]) -> dict:
     arr = _array(nbytes)
-    with tempfile.TemporaryDirectory(dir=ROOT) as tmp:
+    with tempfile.TemporaryDirectory(dir=_scratch()) as tmp:
         store = fs.open(os.path.join(tmp, "store"), compression="none")
         src = os.path.join(tmp, "src.bin")
         arr.tofile(src)
@@ -125,7 +132,7 @@ class _Server:
     def __enter__(self) -> _Server:
         if not S3S.exists():
             raise SystemExit(f"{S3S} is missing: run `make test-server` (make bench does)")
-        self.tmp = tempfile.TemporaryDirectory(dir=ROOT)
+        self.tmp = tempfile.TemporaryDirectory(dir=_scratch())
         (Path(self.tmp.name) / BUCKET).mkdir()
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -244,7 +251,7 @@ print(max(0, status("VmHWM:") - base))
 
 def case_memory(nbytes: int, targets: list[Target], rows: list[list[str]]) -> dict:
     out = {}
-    with tempfile.TemporaryDirectory(dir=ROOT) as tmp, _Server() as server:
+    with tempfile.TemporaryDirectory(dir=_scratch()) as tmp, _Server() as server:
         for name, url, extra in (
             ("local", os.path.join(tmp, "store"), []),
             ("s3", f"s3://{BUCKET}/rss", [server.endpoint, KEY, SECRET]),

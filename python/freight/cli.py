@@ -9,9 +9,18 @@ Subcommands::
                                  (and, with --key-file, the signature) without decoding
     freight bench [--quick] [--json PATH] [other bench_core.py options]
                                  run benchmarks/bench_core.py (source checkouts only)
+    freight ls URL [PREFIX] [-l] the values of a store (a folder or s3://BUCKET/PREFIX)
+    freight cat URL KEY          what `inspect` prints, for a stored value
+    freight rm URL KEY... | --prefix P
+                                 delete values
+    freight cp SRC_URL DST_URL [KEY...] [--prefix P] [-n]
+                                 copy values between stores, byte for byte
+
+The store subcommands are in :mod:`freight.storage.cli`; S3 settings come from the AWS
+environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
 
 Exit status: 0 on success, 1 when a file is not a valid freight payload or fails verification,
-2 on a usage error.
+or a store operation fails (a freight.FreightError, printed on one line), 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -23,6 +32,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from freight.exceptions import FreightError
 
 if TYPE_CHECKING:
     from freight._freight import FrameInfo, PayloadInfo, TreeInfo
@@ -307,13 +318,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="smaller array, fewer repetitions")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     p.set_defaults(func=_cmd_bench)
+
+    from freight.storage.cli import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "intermixed", False):
+        # `cp SRC DST -n KEY...`: KEYs after an option; argparse needs intermixed parsing for that
+        rest = argv[argv.index(args.command) + 1 :]
+        vars(args).update(vars(args.parser.parse_intermixed_args(rest)))
+        extra = []
     if extra:
         if getattr(args, "command", None) != "bench":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
@@ -327,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except _CliError as exc:
         print(f"freight {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except FreightError as exc:  # e.g. a storage error: it names the store, the key and what to check
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"freight {args.command}: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
