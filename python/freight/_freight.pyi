@@ -4,7 +4,7 @@ Checked against the compiled module by ``make lint`` (``python -m mypy.stubtest 
 with ``stubtest-allowlist.txt``).
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal, Protocol, TypedDict, final, type_check_only
 
 from typing_extensions import Buffer, NotRequired, Self
@@ -237,13 +237,18 @@ class NativeStore:
     @property
     def backend(self) -> Literal["file", "memory", "s3"]: ...
     def put_payload(
-        self, key: str, parts: list[Any], sign_key: bytes | None = None, if_absent: bool = False
+        self,
+        key: str,
+        parts: list[Any],
+        sign_key: bytes | None = None,
+        if_absent: bool = False,
+        progress: Callable[[int, int], object] | None = None,
     ) -> None:
         """Writes ``dumps_frames`` output as one payload in the ``dumps`` layout, streamed."""
     def put_bytes(self, key: str, parts: list[Any], if_absent: bool = False) -> None:
         """Writes the concatenation of ``parts`` as it is, atomically."""
     def get_range(self, key: str, start: int, end: int) -> bytes: ...
-    def get(self, key: str) -> StoredBuffer: ...
+    def get(self, key: str, progress: Callable[[int, int], object] | None = None) -> StoredBuffer: ...
     def map(self, key: str) -> StoredBuffer: ...
     def head(self, key: str) -> tuple[int, float]: ...
     def exists(self, key: str) -> bool: ...

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use freight_core::envelope::{self, Limits};
-use freight_store::{Options, Store, Stored};
+use freight_store::{no_progress, Options, Store, Stored};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -57,6 +57,19 @@ impl StoredBuffer {
     #[getter]
     fn mapped(&self) -> bool {
         self.mapped
+    }
+}
+
+/// A Python callable `progress(done_bytes, total_bytes)` as a Rust progress callback: it takes
+/// the GIL for each report (every 8 MiB or so), and its errors are ignored (a progress display
+/// must not fail a save).
+fn python_progress(callback: &Option<Py<PyAny>>) -> impl Fn(u64, u64) + Sync + '_ {
+    move |done, total| {
+        if let Some(callback) = callback {
+            Python::attach(|py| {
+                let _ = callback.call1(py, (done, total));
+            });
+        }
     }
 }
 
@@ -125,7 +138,7 @@ impl NativeStore {
     /// Writes the output of `dumps_frames` (header, frames, and the signature part when
     /// `sign_key` is given, which is dropped: the stored layout is signed over all its bytes)
     /// as one payload in the `dumps` layout.
-    #[pyo3(signature = (key, parts, sign_key=None, if_absent=false))]
+    #[pyo3(signature = (key, parts, sign_key=None, if_absent=false, progress=None))]
     fn put_payload(
         &self,
         py: Python<'_>,
@@ -133,6 +146,7 @@ impl NativeStore {
         parts: &Bound<'_, PyList>,
         sign_key: Option<Vec<u8>>,
         if_absent: bool,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<()> {
         let mut buffers = parts
             .iter()
@@ -158,7 +172,8 @@ impl NativeStore {
             signature = py.detach(|| freight_core::sign::sign(sign_key, &slices));
             slices.push(&signature);
         }
-        self.run(py, |store| store.put(key, &slices, if_absent))?;
+        let report = python_progress(&progress);
+        self.run(py, |store| store.put(key, &slices, if_absent, &report))?;
         Ok(())
     }
 
@@ -177,7 +192,7 @@ impl NativeStore {
             .map(|p| RawBuffer::simple(&p))
             .collect::<PyResult<Vec<_>>>()?;
         let slices: Vec<&[u8]> = buffers.iter().map(RawBuffer::as_slice).collect();
-        self.run(py, |store| store.put(key, &slices, if_absent))?;
+        self.run(py, |store| store.put(key, &slices, if_absent, &no_progress))?;
         Ok(())
     }
 
@@ -194,8 +209,15 @@ impl NativeStore {
     }
 
     /// The whole value (read into memory, or mapped when it is a large local file).
-    fn get(&self, py: Python<'_>, key: &str) -> PyResult<StoredBuffer> {
-        let stored = self.run(py, |store| store.get(key))?;
+    #[pyo3(signature = (key, progress=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<StoredBuffer> {
+        let report = python_progress(&progress);
+        let stored = self.run(py, |store| store.get(key, &report))?;
         let mapped = matches!(stored, Stored::Mapped(_));
         Ok(StoredBuffer { stored, mapped })
     }

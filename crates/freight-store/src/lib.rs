@@ -11,4 +11,4 @@ mod store;
 
 pub use error::{Error, Result};
 pub use open::{Backend, Options};
-pub use store::{Meta, Store, Stored, PART, SINGLE_PUT_MAX};
+pub use store::{no_progress, Meta, Progress, Store, Stored, PART, SINGLE_PUT_MAX};

@@ -53,15 +53,27 @@ fn sync_dir(dir: Option<&Path>) -> std::io::Result<()> {
     }
 }
 
-/// Writes the concatenation of `parts` to `dest`, atomically and durably.
-pub fn put(dest: &Path, parts: &[&[u8]], if_absent: bool) -> Result<(), PutError> {
+/// Bytes written between two progress reports.
+const REPORT_EVERY: usize = 8 << 20;
+
+/// Writes the concatenation of `parts` to `dest`, atomically and durably, calling `report`
+/// with the bytes written as it goes.
+pub fn put(
+    dest: &Path,
+    parts: &[&[u8]],
+    if_absent: bool,
+    report: &dyn Fn(usize),
+) -> Result<(), PutError> {
     if if_absent && dest.exists() {
         return Err(PutError::Exists);
     }
     let (mut file, staging) = staging_file(dest)?;
     let written = (|| -> Result<(), PutError> {
         for part in parts {
-            file.write_all(part)?;
+            for chunk in part.chunks(REPORT_EVERY) {
+                file.write_all(chunk)?;
+                report(chunk.len());
+            }
         }
         file.sync_all()?;
         drop(file);

@@ -50,6 +50,12 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
     runtime().block_on(future)
 }
 
+/// Called with (bytes just done, total bytes) as a save or load makes progress.
+pub type Progress<'a> = &'a (dyn Fn(u64, u64) + Sync);
+
+/// A `Progress` that ignores everything.
+pub fn no_progress(_: u64, _: u64) {}
+
 /// What `head` knows of a stored value.
 #[derive(Debug, Clone)]
 pub struct Meta {
@@ -139,14 +145,22 @@ impl Store {
     /// nothing is stored there (`AlreadyExists` otherwise). Small values go in one PUT; large
     /// ones stream in parts (a multipart upload, or a staged file renamed into place), never
     /// assembled in memory as a whole.
-    pub fn put(&self, key: &str, parts: &[&[u8]], if_absent: bool) -> Result<()> {
+    pub fn put(
+        &self,
+        key: &str,
+        parts: &[&[u8]],
+        if_absent: bool,
+        progress: Progress<'_>,
+    ) -> Result<()> {
         let path = self.path(key)?;
         self.sweep_staging(&path);
+        let total: usize = parts.iter().map(|p| p.len()).sum();
         if let Some(local) = &self.local {
             let file = local
                 .path_to_filesystem(&path)
                 .map_err(|e| self.err("save", key, e))?;
-            return crate::local::put(&file, parts, if_absent).map_err(|e| match e {
+            let report = |n: usize| progress(n as u64, total as u64);
+            return crate::local::put(&file, parts, if_absent, &report).map_err(|e| match e {
                 crate::local::PutError::Exists => Error::AlreadyExists {
                     url: self.url.clone(),
                     key: key.to_owned(),
@@ -154,7 +168,6 @@ impl Store {
                 crate::local::PutError::Io(e) => self.io_err("save", key, e),
             });
         }
-        let total: usize = parts.iter().map(|p| p.len()).sum();
         if total <= SINGLE_PUT_MAX {
             let mut data = Vec::with_capacity(total);
             for part in parts {
@@ -165,22 +178,23 @@ impl Store {
             } else {
                 PutMode::Overwrite
             };
-            return block_on(self.inner.put_opts(
+            let put = block_on(self.inner.put_opts(
                 &path,
                 PutPayload::from(data),
                 PutOptions::from(mode),
-            ))
-            .map(|_| ())
-            .map_err(|e| self.err("save", key, e));
+            ));
+            progress(total as u64, total as u64);
+            return put.map(|_| ()).map_err(|e| self.err("save", key, e));
         }
         if !if_absent {
-            return block_on(self.upload(&path, parts)).map_err(|e| self.err("save", key, e));
+            return block_on(self.upload(&path, parts, progress))
+                .map_err(|e| self.err("save", key, e));
         }
         // Multipart uploads cannot be create-only: upload beside the key, then copy into place
         // only if the key is absent (a hard link locally, a conditional copy on S3).
         let staged = keys::to_path(&self.prefix, &format!("{key}{}{}", keys::STAGING, unique()));
         let result = block_on(async {
-            self.upload(&staged, parts).await?;
+            self.upload(&staged, parts, progress).await?;
             let copied = self.inner.copy_if_not_exists(&staged, &path).await;
             let _ = self.inner.delete(&staged).await;
             copied
@@ -188,7 +202,13 @@ impl Store {
         result.map_err(|e| self.err("save", key, e))
     }
 
-    async fn upload(&self, path: &Path, parts: &[&[u8]]) -> object_store::Result<()> {
+    async fn upload(
+        &self,
+        path: &Path,
+        parts: &[&[u8]],
+        progress: Progress<'_>,
+    ) -> object_store::Result<()> {
+        let total = parts.iter().map(|p| p.len() as u64).sum();
         let upload = self.inner.put_multipart(path).await?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
         for part in parts {
@@ -198,6 +218,7 @@ impl Store {
                     return Err(err);
                 }
                 writer.write(chunk);
+                progress(chunk.len() as u64, total);
             }
         }
         writer.finish().await.map(|_| ())
@@ -206,7 +227,7 @@ impl Store {
     /// The whole value: a local file of 1 MiB or more is mapped (reading it through the map
     /// costs the same one copy as a read, and lets read-only arrays view it), other values are
     /// read, as parallel ranges when they are large.
-    pub fn get(&self, key: &str) -> Result<Stored> {
+    pub fn get(&self, key: &str, progress: Progress<'_>) -> Result<Stored> {
         if self.is_local() {
             if let Ok(meta) = self.head(key) {
                 if meta.size >= MAP_MIN {
@@ -232,6 +253,7 @@ impl Store {
             let mut out = Vec::with_capacity(size as usize);
             while let Some(chunk) = chunks.try_next().await? {
                 out.extend_from_slice(&chunk);
+                progress(chunk.len() as u64, size);
             }
             Ok(Stored::Bytes(Bytes::from(out)))
         })

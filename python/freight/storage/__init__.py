@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from freight import _freight
 from freight.exceptions import KeyExistsError, KeyNotFoundError, StorageError
 from freight.storage import persistent
+from freight.storage.progress import THRESHOLD, progress
 
 if TYPE_CHECKING:  # freight._api imports this package (for storage.files): no import cycle at run time
     from freight._api import Freight
@@ -76,6 +77,30 @@ def open(  # noqa: A001 - the storage counterpart of the builtin, as fsspec and 
         connect_timeout=connect_timeout,
     )
     return Store(native, freight=freight, compression=compression)
+
+
+class _Bar:
+    """A progress bar (freight[progress]) opened on the first report of a transfer, shown only
+    for large ones on a terminal (see freight.storage.progress)."""
+
+    def __init__(self, description: str):
+        self.description = description
+        self._context: Any = None
+        self._bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._context is None:
+            self._context = progress(total, self.description)
+            self._bar = self._context.__enter__()
+        if self._bar.active:
+            self._bar.update(done)
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._context is not None:
+            self._context.__exit__(*exc)
 
 
 class Store(MutableMapping[str, Any]):
@@ -160,7 +185,11 @@ class Store(MutableMapping[str, Any]):
             )
         finally:
             persistent._CURRENT.reset(token)
-        self._native.put_payload(key, parts, sign_key=signing, if_absent=if_absent)
+        total = sum(memoryview(p).nbytes for p in parts)
+        with _Bar(f"save {key}") as bar:
+            self._native.put_payload(
+                key, parts, sign_key=signing, if_absent=if_absent, progress=bar if total >= THRESHOLD else None
+            )
         if self._persistent:
             self._drop_side_objects(key, keep=save_id)
 
@@ -191,7 +220,8 @@ class Store(MutableMapping[str, Any]):
             data = self._native.map(key)
             options.setdefault("zero_copy", True)
         else:
-            data = self._native.get(key)
+            with _Bar(f"load {key}") as bar:
+                data = self._native.get(key, progress=bar)
         token = persistent._CURRENT.set((self._native, key, ""))
         try:
             return self.freight.loads(data, **options)
