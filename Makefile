@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
-TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr "dask[array,dataframe]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler
+TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler
 
 .PHONY: help
 help:  ## Show this help
@@ -71,7 +71,7 @@ test-python: build $(S3S_FS)  ## pytest (unit, golden payloads, Scaler end to en
 .PHONY: test
 test: test-rust test-python  ## Everything: cargo test and pytest
 
-BENCH_DEPS := lz4 zstandard safetensors boto3
+BENCH_DEPS := lz4 zstandard safetensors
 
 .PHONY: bench
 bench: build $(S3S_FS)  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(), lz4, zstandard, each library's own formats, cp and boto3

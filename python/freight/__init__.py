@@ -26,8 +26,11 @@ from freight.exceptions import (
     FormatVersionError,
     FreightError,
     IntegrityError,
+    KeyExistsError,
+    KeyNotFoundError,
     MissingDependencyError,
     SerializationError,
+    StorageError,
     UnknownTagError,
     UnsafePayloadError,
 )
@@ -55,4 +58,7 @@ __all__ = [
     "UnsafePayloadError",
     "FormatVersionError",
     "MissingDependencyError",
+    "StorageError",
+    "KeyNotFoundError",
+    "KeyExistsError",
 ]

@@ -224,9 +224,7 @@ def main(store: str | None = None) -> int:
             ]
         )
         del loaded, mapped
-    _table(
-        ["object", "what", "stored", "save", "load", "load mmap", "verified"], store_rows, right={2, 3, 4, 5}
-    )
+    _table(["object", "what", "stored", "save", "load", "load mmap", "verified"], store_rows, right={2, 3, 4, 5})
     print("  (save compresses with lz4 where samples shrink, fsyncs, and renames into place;")
     print("   load(mmap=True) returns read-only arrays viewing the file, no copy, for frames stored")
     print("   uncompressed: save(key, obj, compression='none') for values you will map.)")

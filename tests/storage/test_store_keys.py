@@ -270,7 +270,7 @@ def test_a_key_that_is_a_value_and_a_folder(store_location):
 
 
 def test_names_holding_the_staging_marker_are_refused(tmp_path):
-    """".freight-staging-" marks the temporary objects of create-only streamed writes, which
+    """ ".freight-staging-" marks the temporary objects of create-only streamed writes, which
     list() hides: a user key of that shape would be saved but never listed, so it is refused."""
     store = fs.open(tmp_path / "store")
     with pytest.raises(fs.StorageError, match="reserved"):

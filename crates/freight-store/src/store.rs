@@ -165,6 +165,23 @@ impl Store {
                     url: self.url.clone(),
                     key: key.to_owned(),
                 },
+                crate::local::PutError::Io(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotADirectory | std::io::ErrorKind::IsADirectory
+                    ) =>
+                {
+                    Error::Backend {
+                        url: self.url.clone(),
+                        op: "save",
+                        key: key.to_owned(),
+                        message: format!(
+                            "{e}: a local folder store cannot hold a value and a folder of values \
+                             under one name (\"a\" and \"a/b\"); choose another key"
+                        ),
+                        hint: "",
+                    }
+                }
                 crate::local::PutError::Io(e) => self.io_err("save", key, e),
             });
         }

@@ -71,9 +71,7 @@ class FreightZarrStore(Store):
         except KeyNotFoundError:
             return None
 
-    async def get(
-        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
-    ) -> Buffer | None:
+    async def get(self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None) -> Buffer | None:
         data = await asyncio.to_thread(self._read, key, byte_range)
         return None if data is None else prototype.buffer.from_bytes(data)
 

@@ -1,0 +1,743 @@
+"""freight.storage.functionfuse: FunctionFuse's storage interface (storage_factory, new_workflow,
+save, read_task, file_exists, list_tasks, remove_task, remove_workflow, always_read,
+register_persistent_serializers) on file, memory and S3 (the s3s-fs test server) storages, a
+FunctionFuse-style LocalWorkflow (ffworkflow.py) reading results back instead of recomputing
+them, and persistent serializers of FunctionFuse's shape writing side files through the
+protocols, which removal cleans up."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import os
+import pickle
+import sys
+import types
+import uuid
+from collections import Counter
+
+import dask.array as da
+import numpy as np
+import pytest
+from ffworkflow import DaskArraySerializer, LocalWorkflow, workflow
+
+import freight
+from freight.exceptions import (
+    DeserializationError,
+    SerializationError,
+    StorageError,
+    UnknownTagError,
+    UnsafePayloadError,
+)
+from freight.storage.functionfuse import (
+    FILE_PROTOCOL,
+    S3_PROTOCOL,
+    FileStorage,
+    MemoryStorage,
+    S3FileStorage,
+    _s3_open_options,
+    storage_factory,
+)
+
+try:
+    import s3fs  # noqa: F401
+
+    HAVE_S3FS = True
+except ImportError:
+    HAVE_S3FS = False
+
+_prefixes = itertools.count()
+WF = "storage_test"
+SIDE = f"{WF}/.functionfuse/bigdata/"
+
+
+def _s3_options(server, prefix: str) -> dict:
+    return {
+        "kind": "S3",
+        "options": {
+            "path": f"{server.bucket}/{prefix}",
+            "s3fs": {
+                "key": server.access_key_id,
+                "secret": server.secret_access_key,
+                "client_kwargs": {"endpoint_url": server.endpoint, "region_name": server.region},
+            },
+        },
+    }
+
+
+@pytest.fixture(params=["file", "memory", "s3"])
+def storage(request, tmp_path, monkeypatch):
+    if request.param == "file":
+        return storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    if request.param == "memory":
+        return storage_factory({"kind": "memory", "options": {}})
+    server = request.getfixturevalue("s3_server")
+    server.start()
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)  # everything comes from the s3fs options
+    return storage_factory(_s3_options(server, f"ff/run-{next(_prefixes)}"))
+
+
+@pytest.fixture(params=["file", "memory"])
+def file_protocol_storage(request, tmp_path):
+    if request.param == "file":
+        return storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    return storage_factory({"kind": "memory", "options": {}})
+
+
+def _side_keys(storage, workflow_name: str = WF) -> list[str]:
+    return storage.store.list(f"{workflow_name}/.functionfuse/bigdata/")
+
+
+# -- the factory ------------------------------------------------------------------------------------
+
+
+def test_factory_kinds_and_protocol_names(tmp_path):
+    assert (FILE_PROTOCOL, S3_PROTOCOL) == ("file_protocol", "s3 protocol")  # FunctionFuse's strings
+    file_storage = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "s")}})
+    assert isinstance(file_storage, FileStorage) and file_storage.store.backend == "file"
+    assert file_storage.path == str(tmp_path / "s") and (tmp_path / "s").is_dir()
+    memory = storage_factory({"kind": "memory", "options": {}})
+    assert isinstance(memory, MemoryStorage) and memory.store.backend == "memory"
+    assert storage_factory({"kind": "memory"}).store is not memory.store  # each one new and empty
+    with pytest.raises(ValueError, match="unknown storage kind 'ray'"):
+        storage_factory({"kind": "ray", "options": {"path": "x"}})
+    with pytest.raises(KeyError):
+        storage_factory({"kind": "file", "options": {}})
+
+
+def test_s3fs_options_map_to_freight_options():
+    assert _s3_open_options(
+        {"key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000", "region_name": "r1"}}
+    ) == {
+        "endpoint_url": "http://127.0.0.1:9000",
+        "region": "r1",
+        "access_key_id": "K",
+        "secret_access_key": "S",
+        "allow_http": True,
+    }
+    # endpoint_url at the top level (s3fs accepts both), a session token, https.
+    assert _s3_open_options({"key": "K", "secret": "S", "token": "T", "endpoint_url": "https://s3.example"}) == {
+        "endpoint_url": "https://s3.example",
+        "access_key_id": "K",
+        "secret_access_key": "S",
+        "session_token": "T",
+        "allow_http": False,
+    }
+    assert _s3_open_options({}) == {}  # all from the AWS environment variables
+    with pytest.raises(StorageError, match="anonymous"):
+        _s3_open_options({"anon": True})
+
+
+def test_s3_path_forms(s3_server):
+    opts = _s3_options(s3_server, "p")
+    for path in (f"{s3_server.bucket}/a/b", f"s3://{s3_server.bucket}/a/b", f"/{s3_server.bucket}/a/b/"):
+        storage = S3FileStorage(path, opts["options"]["s3fs"])
+        assert storage.store.url == f"s3://{s3_server.bucket}/a/b" and storage.path == storage.store.url
+    with pytest.raises(StorageError, match="bucket/prefix"):
+        S3FileStorage("s3://", {})
+
+
+# -- the interface on each kind ---------------------------------------------------------------------
+
+
+def test_save_read_exists(storage):
+    storage.new_workflow(WF)
+    values = {
+        "_test_storage.<locals>.sum_0000": 2,
+        "nested": {"a": [1, (2, 3)], "arr": np.arange(12.0).reshape(3, 4)},
+        "none": None,
+    }
+    for name, value in values.items():
+        assert storage.save(WF, name, value) is None
+    for name, value in values.items():
+        assert storage.file_exists(WF, name) is True
+        back = storage.read_task(WF, name)
+        if name == "nested":
+            np.testing.assert_array_equal(back["arr"], value["arr"])
+            assert back["a"] == [1, (2, 3)]
+        else:
+            assert back == value
+    assert storage.file_exists(WF, "absent") is False
+    assert storage.file_exists("other_workflow", "nested") is False
+    # Saving again replaces the result.
+    storage.save(WF, "none", "second")
+    assert storage.read_task(WF, "none") == "second"
+    # Saving does not need new_workflow (as on FunctionFuse's S3 storage).
+    storage.save("fresh", "t", 1)
+    assert storage.read_task("fresh", "t") == 1
+
+
+def test_read_task_of_a_missing_task_is_file_not_found(storage):
+    with pytest.raises(FileNotFoundError, match="is not found"):
+        storage.read_task("never_created", "task")
+    storage.new_workflow(WF)
+    storage.save(WF, "there", 1)
+    with pytest.raises(FileNotFoundError, match="absent"):
+        storage.read_task(WF, "absent")
+    with pytest.raises(FileNotFoundError):
+        storage.read_task(WF, ".functionfuse")  # the storage's own names are no tasks
+
+
+def test_list_tasks_glob(storage):
+    storage.new_workflow(WF)
+    names = [
+        "_test_storage.<locals>.sum_0000",
+        "_test_storage.<locals>.sum_0001",
+        "_test_storage.<locals>.minus_0000",
+        "dask_array",
+        "print",
+        ".hidden",
+        "br[ack]et",
+    ]
+    for name in names:
+        storage.save(WF, name, name)
+    storage.save(WF + "2", "_test_storage.<locals>.sum_0002", 0)  # a workflow whose name extends WF
+    visible = sorted(n for n in names if not n.startswith("."))
+    assert storage.list_tasks(WF, "*") == visible
+    assert storage.list_tasks(WF, "*sum*") == ["_test_storage.<locals>.sum_0000", "_test_storage.<locals>.sum_0001"]
+    assert storage.list_tasks(WF, "_test_storage.<locals>.*_000?") == [
+        "_test_storage.<locals>.minus_0000",
+        "_test_storage.<locals>.sum_0000",
+        "_test_storage.<locals>.sum_0001",
+    ]
+    assert storage.list_tasks(WF, "*_[!0]00[0-9]") == []
+    assert storage.list_tasks(WF, "*[1]") == ["_test_storage.<locals>.sum_0001"]
+    assert storage.list_tasks(WF, "print") == ["print"]  # a literal name
+    assert storage.list_tasks(WF, "br[[]ack]et") == ["br[ack]et"]
+    assert storage.list_tasks(WF, "Print") == []  # case-sensitive
+    assert storage.list_tasks(WF, ".*") == [".hidden"]  # dot names only for a dot pattern, as glob
+    assert storage.list_tasks(WF, "nothing*") == []
+    assert storage.list_tasks("no_such_workflow", "*") == []
+    assert storage.list_tasks(WF + "2", "*") == ["_test_storage.<locals>.sum_0002"]
+
+
+def test_remove_task_by_name_and_pattern(storage):
+    storage.new_workflow(WF)
+    for name in ("a_0000", "a_0001", "b_0000", "keep"):
+        storage.save(WF, name, name)
+    assert storage.remove_task(WF, "keep") is None
+    assert not storage.file_exists(WF, "keep")
+    with pytest.raises(FileNotFoundError):
+        storage.read_task(WF, "keep")
+    with pytest.raises(FileNotFoundError):
+        storage.remove_task(WF, "keep")  # no longer there
+    with pytest.raises(FileNotFoundError):
+        storage.remove_task(workflow_name=WF, task_name="never_there")
+    storage.remove_task(WF, pattern="a_*")
+    assert storage.list_tasks(WF, "*") == ["b_0000"]
+    storage.remove_task(WF, pattern="zzz*")  # none matching: no error
+    # The pattern wins over task_name, as in FunctionFuse.
+    storage.remove_task(workflow_name=WF, task_name="not_there", pattern="b_*")
+    assert storage.list_tasks(WF, "*") == []
+    with pytest.raises(TypeError):
+        storage.remove_task(WF)
+
+
+def test_remove_workflow(storage):
+    storage.new_workflow(WF)
+    storage.new_workflow("other")
+    for name in ("x", "y"):
+        storage.save(WF, name, name)
+        storage.save("other", name, name)
+    storage.save(WF + "2", "x", 1)
+    assert storage.remove_workflow(WF) is None
+    assert storage.list_tasks(WF, "*") == []
+    with pytest.raises(FileNotFoundError):
+        storage.read_task(WF, "x")
+    assert storage.list_tasks("other", "*") == ["x", "y"]
+    assert storage.read_task(WF + "2", "x") == 1
+    storage.remove_workflow(WF)  # absent: no error
+    storage.remove_workflow("never_there")
+    storage.new_workflow(WF)
+    storage.save(WF, "x", "again")
+    assert storage.read_task(WF, "x") == "again"
+
+
+def test_always_read_flag(storage):
+    assert storage.always_read is False
+    storage.always_read = True
+    assert storage.always_read is True
+    storage.always_read = False
+    assert storage.always_read is False
+
+
+def test_reserved_names(storage):
+    with pytest.raises(ValueError, match="reserved"):
+        storage.save(WF, ".functionfuse/index/x", 1)
+    assert storage.file_exists(WF, ".functionfuse") is False
+
+
+# -- a workflow on the storage ------------------------------------------------------------------------
+
+
+def _test_storage(storage, calls: Counter, workflow_name: str = WF):
+    """FunctionFuse's tests/built-in/test_local_workflow.py graph: s1 = sum(1, 1),
+    s2 = sum(s1, 1), m = minus(s1, s2); node names as FunctionFuse gives them."""
+
+    @workflow
+    def sum(a, b):  # noqa: A001 - FunctionFuse's test names it so; the node names follow
+        calls["sum"] += 1
+        return a + b
+
+    @workflow
+    def minus(a, b):
+        calls["minus"] += 1
+        return a - b
+
+    a, b = 1, 1
+    s1 = sum(a, b)
+    s2 = sum(s1, b)
+    m = minus(s1, s2)
+    local_workflow = LocalWorkflow(m, workflow_name=workflow_name)
+    local_workflow.set_storage(storage)
+    return local_workflow.run()
+
+
+def test_workflow_results_are_read_on_the_second_run(storage):
+    calls: Counter = Counter()
+    assert _test_storage(storage, calls) == -1
+    assert calls == {"sum": 2, "minus": 1}
+    assert storage.list_tasks(WF, "*") == [
+        "_test_storage.<locals>.minus_0000",
+        "_test_storage.<locals>.sum_0000",
+        "_test_storage.<locals>.sum_0001",
+    ]
+    assert storage.read_task(WF, "_test_storage.<locals>.sum_0001") == 3
+    calls.clear()
+    assert _test_storage(storage, calls) == -1
+    assert calls == {}  # nothing recomputed
+    # Removing one node's result recomputes that node only.
+    storage.remove_task(WF, "_test_storage.<locals>.sum_0001")
+    assert _test_storage(storage, calls) == -1
+    assert calls == {"sum": 1}
+    # always_read: each result is read back after saving (and is what the workflow continues with).
+    storage.remove_workflow(WF)
+    storage.always_read = True
+    calls.clear()
+    assert _test_storage(storage, calls) == -1
+    assert calls == {"sum": 2, "minus": 1}
+
+
+def test_file_storage_layout_is_folders_of_freight_payloads(tmp_path):
+    storage = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    _test_storage(storage, Counter())
+    folder = tmp_path / "storage" / WF
+    assert folder.is_dir()
+    # One freight payload per node, "<path>/<workflow>/<task>" (key segments percent-encoded).
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "_test_storage.%3Clocals%3E.minus_0000",
+        "_test_storage.%3Clocals%3E.sum_0000",
+        "_test_storage.%3Clocals%3E.sum_0001",
+    ]
+    assert freight.load(folder / "_test_storage.%3Clocals%3E.sum_0001") == 3
+    # A second storage on the same folder (the next run of a script) reads the results.
+    again = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    calls: Counter = Counter()
+    assert _test_storage(again, calls) == -1 and calls == {}
+    again.remove_workflow(WF)
+    assert not folder.exists()
+
+
+# -- persistent serializers ----------------------------------------------------------------------------
+
+
+class Point:
+    def __init__(self, x: int):
+        self.x = x
+
+
+def _point_serializer(fail_on: int | None = None, remove_error: type[BaseException] | None = None):
+    """A FunctionFuse-shaped serializer writing each Point as a text file through FILE_PROTOCOL;
+    ``log`` records its calls and the protocols it was given."""
+
+    class PointSerializer:
+        serializer_class = Point
+        name = "PointSerializer"
+        log: list = []
+
+        @classmethod
+        def pickle(cls, obj, protocols):
+            cls.log.append(("pickle", obj.x, protocols))
+            if obj.x == fail_on:
+                raise ValueError(f"cannot store {obj.x}")
+            if obj.x < 0:
+                return None  # pickle it as usual
+            filename = f"point-{uuid.uuid4()}.txt"
+            with protocols[FILE_PROTOCOL].open(filename, "w") as f:
+                f.write(str(obj.x))
+            return cls.name, ("0.0.0", filename)
+
+        @classmethod
+        def unpickle(cls, pid, protocols):
+            cls.log.append(("unpickle", pid, protocols))
+            with protocols[FILE_PROTOCOL].open(pid[1], "r") as f:
+                return Point(int(f.read()))
+
+        @classmethod
+        def remove(cls, pid, protocols):
+            cls.log.append(("remove", pid, protocols))
+            if remove_error is not None:
+                raise remove_error("cannot remove")
+            protocols[FILE_PROTOCOL].remove(pid[1])
+
+    return PointSerializer
+
+
+def _calls(serializer, kind: str) -> int:
+    return sum(entry[0] == kind for entry in serializer.log)
+
+
+def test_dask_arrays_in_hdf5_side_files_read_back_lazily(file_protocol_storage, tmp_path):
+    """FunctionFuse's tests/built-in/serializers/dask_array_local_storage.py, counted."""
+    storage = file_protocol_storage
+    storage.always_read = True
+    storage.register_persistent_serializers(DaskArraySerializer)
+    calls: Counter = Counter()
+    printed = []
+
+    def run():
+        @workflow
+        def create_dask_array():
+            calls["create"] += 1
+            array = np.arange(10000)
+            dask_array = da.from_array(array, chunks=(1000,))
+            return dask_array * dask_array
+
+        @workflow
+        def print_array(array):
+            calls["print"] += 1
+            printed.append((type(array), array.compute()))
+            return int(array.sum().compute())
+
+        array = create_dask_array().set_name("dask_array")
+        print_node = print_array(array).set_name("print")
+        local_workflow = LocalWorkflow(print_node, workflow_name=WF)
+        local_workflow.set_storage(storage)
+        return local_workflow.run()
+
+    DaskArraySerializer.calls.clear()
+    expected = int((np.arange(10000) ** 2).sum())
+    assert run() == expected
+    assert calls == {"create": 1, "print": 1}
+    # always_read: print_array got the array read back, a dask array over the HDF5 file.
+    assert printed[0][0] is da.Array
+    np.testing.assert_array_equal(printed[0][1], np.arange(10000) ** 2)
+    assert DaskArraySerializer.calls == {"pickle": 1, "unpickle": 1}
+    (side,) = _side_keys(storage)
+    assert side.startswith(f"{SIDE}dask_array/")
+    if isinstance(storage, FileStorage):
+        import h5py
+
+        path = tmp_path / "storage" / side
+        assert path.is_file() and h5py.is_hdf5(path)
+    # The second run reads both results: nothing computed.
+    assert run() == expected
+    assert calls == {"create": 1, "print": 1}
+    back = storage.read_task(WF, "dask_array")
+    assert isinstance(back, da.Array) and back.chunks == ((1000,) * 10,)
+    np.testing.assert_array_equal(back.compute(), np.arange(10000) ** 2)
+    # Removing the task removes its side file (through the serializer's remove).
+    storage.remove_task(workflow_name=WF, task_name="print")
+    storage.remove_task(workflow_name=WF, task_name="dask_array")
+    assert DaskArraySerializer.calls["remove"] == 1
+    assert _side_keys(storage) == [] and storage.store.list("") == []
+    if isinstance(storage, FileStorage):
+        assert not (tmp_path / "storage" / WF / ".functionfuse" / "bigdata").exists()
+    assert run() == expected
+    assert calls == {"create": 2, "print": 2}
+
+
+def test_side_files_of_nested_values_and_their_removal(file_protocol_storage):
+    storage = file_protocol_storage
+    ser = _point_serializer()
+    storage.register_persistent_serializers(ser)
+    storage.new_workflow(WF)
+    value = {"points": [Point(1), Point(2)], "pair": (Point(3), "x"), "inline": Point(-5)}
+    storage.save(WF, "t", value)
+    assert _calls(ser, "pickle") == 4
+    assert len(_side_keys(storage)) == 3  # the Point(-5) went into the payload (pickle gave None)
+    back = storage.read_task(WF, "t")
+    assert [p.x for p in back["points"]] == [1, 2] and back["pair"][0].x == 3 and back["pair"][1] == "x"
+    assert back["inline"].x == -5 and type(back["inline"]) is Point
+    # Each call got the protocols of its task: FILE_PROTOCOL only, the same object within a save.
+    protocols = {id(entry[2]) for entry in ser.log}
+    assert len(protocols) == 2  # one for the save, one for the read
+    assert set(ser.log[0][2]) == {FILE_PROTOCOL}
+    storage.save(WF, "u", [Point(7)])
+    assert len(_side_keys(storage)) == 4
+    storage.remove_task(WF, pattern="*")
+    assert _calls(ser, "remove") == 4
+    assert _side_keys(storage) == [] and storage.store.list("") == []
+
+
+def test_saving_again_removes_the_side_files_of_the_replaced_value(file_protocol_storage):
+    storage = file_protocol_storage
+    ser = _point_serializer()
+    storage.register_persistent_serializers(ser)
+    storage.save(WF, "t", [Point(1), Point(2)])
+    first = _side_keys(storage)
+    storage.save(WF, "t", Point(3))
+    second = _side_keys(storage)
+    assert len(second) == 1 and not set(first) & set(second)
+    assert storage.read_task(WF, "t").x == 3
+    storage.save(WF, "t", "plain")  # no side files at all now
+    assert _side_keys(storage) == []
+    assert storage.read_task(WF, "t") == "plain"
+
+
+def test_remove_workflow_calls_remove_and_cleans_everything(file_protocol_storage, tmp_path):
+    storage = file_protocol_storage
+    ser = _point_serializer()
+    storage.register_persistent_serializers(ser)
+    storage.new_workflow(WF)
+    storage.save(WF, "a", Point(1))
+    storage.save(WF, "b", [Point(2), Point(3)])
+    storage.save("other", "a", Point(4))
+    storage.remove_workflow(WF)
+    assert _calls(ser, "remove") == 3
+    assert storage.store.list(f"{WF}/") == []
+    assert storage.read_task("other", "a").x == 4 and len(_side_keys(storage, "other")) == 1
+    if isinstance(storage, FileStorage):
+        assert not (tmp_path / "storage" / WF).exists()
+
+
+def test_a_failing_remove_still_removes_the_workflow():
+    storage = MemoryStorage()
+    ser = _point_serializer(remove_error=PermissionError)
+    storage.register_persistent_serializers(ser)
+    storage.save(WF, "a", Point(1))
+    with pytest.raises(PermissionError):
+        storage.remove_task(WF, "a")  # nothing removed: the task is still there, to retry
+    assert storage.read_task(WF, "a").x == 1
+    with pytest.raises(StorageError, match="failed to remove a side object") as info:
+        storage.remove_workflow(WF)
+    assert isinstance(info.value.__cause__, PermissionError)
+    assert storage.store.list("") == []
+
+
+def test_a_side_file_already_gone_is_no_error_on_removal(file_protocol_storage):
+    storage = file_protocol_storage
+    ser = _point_serializer()
+    storage.register_persistent_serializers(ser)
+    storage.save(WF, "a", Point(1))
+    (side,) = _side_keys(storage)
+    ser.log[0][2][FILE_PROTOCOL].remove(side.rsplit("/", 1)[1])
+    # Reading now fails as the serializer's open does (FileNotFoundError: a workflow recomputes).
+    with pytest.raises(FileNotFoundError):
+        storage.read_task(WF, "a")
+    storage.remove_task(WF, "a")
+    assert storage.store.list("") == []
+
+
+def test_a_failing_serializer_raises_its_own_error_and_leaves_nothing(file_protocol_storage):
+    storage = file_protocol_storage
+    ser = _point_serializer(fail_on=13)
+    storage.register_persistent_serializers(ser)
+    with pytest.raises(ValueError, match="cannot store 13"):
+        storage.save(WF, "t", [Point(1), Point(2), Point(13)])
+    assert not storage.file_exists(WF, "t")
+    assert _calls(ser, "remove") == 2  # the side files written before the failure
+    assert storage.store.list("") == []
+
+
+def test_reading_without_the_serializer_registered(tmp_path):
+    path = str(tmp_path / "storage")
+    storage = storage_factory({"kind": "file", "options": {"path": path}})
+    storage.register_persistent_serializers(_point_serializer())
+    storage.save(WF, "t", Point(5))
+    fresh = storage_factory({"kind": "file", "options": {"path": path}})
+    with pytest.raises(UnknownTagError, match="functionfuse:PointSerializer") as info:
+        fresh.read_task(WF, "t")
+    assert isinstance(info.value, pickle.UnpicklingError)  # as FunctionFuse's unpickling fails
+    fresh.register_persistent_serializers(_point_serializer())
+    assert fresh.read_task(WF, "t").x == 5
+    # A task written with a serializer that is not registered is still removed with its side files.
+    other = storage_factory({"kind": "file", "options": {"path": path}})
+    other.remove_task(WF, "t")
+    assert other.store.list("") == []
+
+
+def test_persistent_objects_only_through_the_storage(tmp_path):
+    storage = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "s")}})
+    storage.register_persistent_serializers(_point_serializer())
+    with pytest.raises(SerializationError, match="storage.save"):
+        storage.freight.dumps(Point(1))
+    storage.save(WF, "t", Point(1))
+    with pytest.raises(UnsafePayloadError):  # decoding runs the serializer's code
+        storage.store.load(f"{WF}/t", allow_pickle=False)
+    with pytest.raises(DeserializationError, match="read_task"):
+        storage.store.load(f"{WF}/t")
+    # The global registry is untouched: other Freight instances pickle Points as usual.
+    assert freight.loads(freight.dumps(Point(2))).x == 2
+
+
+def test_exact_type_dispatch_and_registration_checks(tmp_path):
+    class SubPoint(Point):
+        pass
+
+    storage = MemoryStorage()
+    ser = _point_serializer()
+    storage.register_persistent_serializers(ser)
+    assert storage.persistent_serializers == {Point: ser} and storage.persistent_classes == {"PointSerializer": ser}
+    storage.save(WF, "t", SubPoint(1))  # a subclass is pickled, as FunctionFuse's type(obj) lookup does
+    assert _calls(ser, "pickle") == 0 and type(storage.read_task(WF, "t")) is SubPoint
+    with pytest.raises(SerializationError, match="serializer_class"):
+        storage.register_persistent_serializers(object)
+    # Registering again (or another one under the same name) replaces it.
+    ser2 = _point_serializer()
+    storage.register_persistent_serializers(ser2)
+    storage.save(WF, "u", Point(2))
+    assert _calls(ser, "pickle") == 0 and _calls(ser2, "pickle") == 1
+
+
+def test_names_with_awkward_characters_keep_their_side_files_apart(tmp_path):
+    """Side files of a file storage are written beside freight's files under the same encoded
+    names, so that the store lists them under the workflow's and task's names."""
+    storage = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    ser = _point_serializer()
+    storage.register_persistent_serializers(ser)
+    wf = "run <1> #2%"
+    tasks = ["_test_storage.<locals>.sum_0000", "a", "x/y", "100%", "é ?*"]
+    for i, task in enumerate(tasks):
+        storage.save(wf, task, Point(i))
+    keys = storage.store.list(f"{wf}/.functionfuse/bigdata/")
+    areas = sorted(k[len(f"{wf}/.functionfuse/bigdata/") :].rsplit("/", 1)[0] for k in keys)
+    assert areas == sorted(t.replace("%", "%25").replace("/", "%2F") for t in tasks)
+    for i, task in enumerate(tasks):
+        assert storage.read_task(wf, task).x == i
+    assert storage.list_tasks(wf, "*") == sorted(t for t in tasks if "/" not in t)
+    assert storage.list_tasks(wf, "x/*") == ["x/y"]
+    storage.remove_workflow(wf)
+    assert _calls(ser, "remove") == len(tasks)  # the index of each task found and read
+    assert storage.store.list("") == [] and not any((tmp_path / "storage").iterdir())
+
+
+def test_tasks_a_and_a_slash_b_have_disjoint_side_areas():
+    storage = MemoryStorage()  # (a file storage cannot hold both: "a" would be a file and a folder)
+    storage.register_persistent_serializers(_point_serializer())
+    storage.save(WF, "a", Point(1))
+    storage.save(WF, "a/b", Point(2))
+    storage.remove_task(WF, "a")
+    assert storage.read_task(WF, "a/b").x == 2
+    assert len(_side_keys(storage)) == 1
+
+
+def test_memory_file_protocol_modes():
+    storage = MemoryStorage()
+    ser = _point_serializer()
+    storage.register_persistent_serializers(ser)
+    storage.save(WF, "t", Point(1))
+    files = ser.log[0][2][FILE_PROTOCOL]
+    with files.open("f.bin", "wb") as f:
+        f.write(b"abc")
+    with files.open("f.bin", "ab") as f:
+        f.write(b"def")
+    with files.open("f.bin", "rb") as f:
+        assert f.read() == b"abcdef"
+        with pytest.raises(io.UnsupportedOperation):
+            f.write(b"x")
+    with files.open("f.bin", "r+b") as f:
+        f.seek(1)
+        f.write(b"X")
+    with files.open("f.bin", "rb") as f:
+        assert f.read() == b"aXcdef"
+    with pytest.raises(FileExistsError):
+        files.open("f.bin", "xb")
+    with files.open("sub/g.txt", "w") as f:
+        f.write("text é")
+    with files.open("sub/g.txt") as f:
+        assert f.read() == b"text \xc3\xa9"  # "rb" by default
+    with files.open("sub/g.txt", "r") as f:
+        assert f.read() == "text é"
+    files.remove("f.bin")
+    with pytest.raises(FileNotFoundError):
+        files.open("f.bin", "rb")
+    with pytest.raises(FileNotFoundError):
+        files.remove("f.bin")
+    with pytest.raises(ValueError):
+        files.open("f.bin", "rw")
+    assert f"{SIDE}t/sub/g.txt" in storage.store.list(f"{SIDE}t/")
+
+
+# -- S3 ------------------------------------------------------------------------------------------------
+
+
+def test_s3_serializers_need_s3fs(s3_server, monkeypatch):
+    monkeypatch.setitem(sys.modules, "s3fs", None)  # as if it were not installed: import fails
+    storage = storage_factory(_s3_options(s3_server, "ff/no-s3fs"))
+    with pytest.raises(StorageError, match=r"pip install 'freight\[s3fs\]'"):
+        storage.register_persistent_serializers(DaskArraySerializer)
+    assert storage.persistent_serializers == {}
+    storage.save(WF, "t", 1)  # the storage itself works without s3fs
+    assert storage.read_task(WF, "t") == 1
+
+
+def test_s3_protocol_shape(s3_server, monkeypatch):
+    """The S3 protocol: an s3fs.S3FileSystem made from the "s3fs" options as they are, and the
+    task's folder in the bucket ("bucket/prefix/<workflow>/.functionfuse/bigdata/<task>"). With a
+    stand-in s3fs module, so that it runs whether s3fs is installed or not."""
+    made = []
+
+    class FakeS3FileSystem:
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+            made.append(self)
+
+    monkeypatch.setitem(sys.modules, "s3fs", types.SimpleNamespace(S3FileSystem=FakeS3FileSystem))
+    log = []
+
+    class Recorder:
+        serializer_class = Point
+        name = "Recorder"
+
+        @classmethod
+        def pickle(cls, obj, protocols):
+            log.append(("pickle", protocols))
+            return cls.name, obj.x
+
+        @classmethod
+        def unpickle(cls, pid, protocols):
+            log.append(("unpickle", protocols))
+            return Point(pid)
+
+        @classmethod
+        def remove(cls, pid, protocols):
+            log.append(("remove", protocols))
+
+    opts = _s3_options(s3_server, "ff/shape")
+    storage = storage_factory(opts)
+    storage.register_persistent_serializers(Recorder)
+    storage.save(WF, "_test_storage.<locals>.sum_0000", Point(4))
+    assert storage.read_task(WF, "_test_storage.<locals>.sum_0000").x == 4
+    storage.remove_task(WF, "_test_storage.<locals>.sum_0000")
+    assert [kind for kind, _ in log] == ["pickle", "unpickle", "remove"]
+    for _, protocols in log:
+        assert list(protocols) == [S3_PROTOCOL]
+        assert set(protocols[S3_PROTOCOL]) == {"client", "folder"}
+        assert protocols[S3_PROTOCOL]["client"] is made[0]
+        assert protocols[S3_PROTOCOL]["folder"] == (
+            f"{s3_server.bucket}/ff/shape/{WF}/.functionfuse/bigdata/_test_storage.%3Clocals%3E.sum_0000"
+        )
+    assert len(made) == 1 and made[0].kwargs == opts["options"]["s3fs"]
+    assert storage.store.list("") == []
+
+
+@pytest.mark.skipif(not HAVE_S3FS, reason="s3fs is not installed (freight[s3fs])")
+def test_s3_dask_arrays_in_zarr_side_objects(s3_server):
+    """FunctionFuse's tests/built-in/serializers/dask_array_s3.py, on the s3s-fs server."""
+    storage = storage_factory(_s3_options(s3_server, "ff/zarr"))
+    storage.always_read = True
+    storage.register_persistent_serializers(DaskArraySerializer)
+    DaskArraySerializer.calls.clear()
+    x = da.from_array(np.arange(10000), chunks=(1000,))
+    storage.save(WF, "dask_array", {"x": x * x})
+    sides = _side_keys(storage)
+    assert sides and all(k.startswith(f"{SIDE}dask_array/dask_arrays/") for k in sides)
+    assert os.path.isdir(s3_server.data_dir / s3_server.bucket / "ff" / "zarr" / WF / ".functionfuse")
+    back = storage.read_task(WF, "dask_array")["x"]
+    assert isinstance(back, da.Array)
+    np.testing.assert_array_equal(back.compute(), np.arange(10000) ** 2)
+    storage.remove_task(WF, "dask_array")
+    assert DaskArraySerializer.calls == {"pickle": 1, "unpickle": 1, "remove": 1}
+    assert storage.store.list("") == []
