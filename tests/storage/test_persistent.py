@@ -11,7 +11,7 @@ import xarray as xr
 
 import freight
 from freight.exceptions import DeserializationError, KeyNotFoundError, StorageError, UnknownTagError
-from freight.storage.persistent import SIDE, DaskZarr, PandasParquet, XarrayZarr
+from freight.storage.persistent import SIDE, DaskZarr, PandasParquet, PolarsParquet, XarrayZarr
 
 
 @pytest.fixture
@@ -19,6 +19,7 @@ def pstore(store):
     store.register_persistent(DaskZarr())
     store.register_persistent(XarrayZarr())
     store.register_persistent(PandasParquet())
+    store.register_persistent(PolarsParquet())
     return store
 
 
@@ -99,3 +100,12 @@ def test_a_store_without_persistent_serializers_keeps_dask_arrays_in_the_envelop
     store.save("plain", x)
     assert _side_names(store, "plain") == []
     np.testing.assert_array_equal(store.load("plain").compute(), np.arange(10))
+
+
+def test_polars_frames_as_parquet(pstore):
+    import polars as pl
+
+    df = pl.DataFrame({"a": [1, 2, 3], "b": ["x", None, "z"]})
+    pstore.save("pl", {"frame": df})
+    assert pstore.load("pl")["frame"].equals(df)
+    assert any(n.endswith("data.parquet") for n in _side_names(pstore, "pl"))

@@ -24,7 +24,7 @@ from typing import Any
 
 from freight.exceptions import DeserializationError, KeyNotFoundError, StorageError
 
-__all__ = ["SideArea", "SIDE", "DaskZarr", "XarrayZarr", "PandasParquet"]
+__all__ = ["SideArea", "SIDE", "DaskZarr", "XarrayZarr", "PandasParquet", "PolarsParquet"]
 
 SIDE = ".freight-side/"
 
@@ -182,3 +182,30 @@ class PandasParquet:
         import pandas as pd
 
         return pd.read_parquet(io.BytesIO(side.get("data.parquet")))
+
+
+class PolarsParquet:
+    """polars DataFrames as parquet files."""
+
+    name = "polars-parquet"
+
+    @property
+    def types(self) -> tuple[type, ...]:
+        import polars as pl
+
+        return (pl.DataFrame,)
+
+    def save(self, obj: Any, side: SideArea) -> Any:
+        import io
+
+        buf = io.BytesIO()
+        obj.write_parquet(buf)
+        side.put("data.parquet", buf.getbuffer())
+        return None
+
+    def load(self, ref: Any, side: SideArea) -> Any:
+        import io
+
+        import polars as pl
+
+        return pl.read_parquet(io.BytesIO(side.get("data.parquet")))
