@@ -25,6 +25,7 @@ __all__ = [
     "verify",
     "_envelope",
     "string_array_valid",
+    "compressed_indices_error",
 ]
 
 __version__: Final[str]
@@ -312,3 +313,9 @@ def string_array_valid(offsets: Buffer, data: Buffer | None, wide: bool, start: 
     """Whether an Arrow string array's buffers hold ``length`` valid values from value ``start``:
     offsets (int32, or int64 when ``wide``) in bounds and non-decreasing, every value valid
     UTF-8. Used by freight's pyarrow serializer on arrays read from a payload."""
+
+def compressed_indices_error(indptr: Buffer, indices: Buffer, wide: bool, major: int, minor: int) -> str | None:
+    """None when ``indptr``/``indices`` (native int32, or int64 when ``wide``) form a compressed
+    sparse structure (CSR/CSC/BSR) every kernel can trust for ``major`` rows and ``minor``
+    columns (``indptr`` starts at 0, never decreases, ends at ``len(indices)``; every index in
+    ``0..minor``); else why not. Used by freight's scipy.sparse serializer."""

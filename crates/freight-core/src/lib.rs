@@ -9,6 +9,7 @@
 //! - [`checksum`], [`memory`]: xxh3-64 (fused with copies) and huge-page advice.
 //! - [`ptrmap`]: maps keyed by object address, for the encoder's memo.
 //! - [`utf8`]: checks of string arrays read from payloads (Arrow's layouts).
+//! - [`sparse`]: checks of compressed sparse index arrays read from payloads (CSR/CSC/BSR).
 //!
 //! Every length, count and index read from a payload is checked against the bytes that remain
 //! before it is used, so no input can make the reader allocate more than the input justifies.
@@ -23,6 +24,7 @@ pub mod payload;
 pub mod ptrmap;
 pub mod reader;
 pub mod sign;
+pub mod sparse;
 pub mod tags;
 pub mod utf8;
 pub mod varint;

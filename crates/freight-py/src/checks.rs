@@ -27,3 +27,24 @@ pub fn string_array_valid(
         freight_core::utf8::string_array_valid(o, d, wide, start, length)
     }))
 }
+
+/// None when `indptr`/`indices` (native i32, or i64 when `wide`) form a compressed sparse
+/// structure every kernel can trust for `major` rows (or columns, or block rows) and `minor`
+/// columns (or ...); else why not.
+#[pyfunction]
+#[pyo3(signature = (indptr, indices, wide, major, minor))]
+pub fn compressed_indices_error(
+    py: Python<'_>,
+    indptr: &Bound<'_, PyAny>,
+    indices: &Bound<'_, PyAny>,
+    wide: bool,
+    major: u64,
+    minor: u64,
+) -> PyResult<Option<String>> {
+    let indptr = RawBuffer::simple(indptr)?;
+    let indices = RawBuffer::simple(indices)?;
+    let (p, i) = (indptr.as_slice(), indices.as_slice());
+    Ok(maybe_detach(py, p.len() + i.len(), || {
+        freight_core::sparse::check_compressed(p, i, wide, major, minor).err()
+    }))
+}

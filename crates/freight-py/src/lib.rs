@@ -39,6 +39,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;
+    m.add_function(wrap_pyfunction!(checks::compressed_indices_error, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(craft::_envelope, m)?)?;
     Ok(())

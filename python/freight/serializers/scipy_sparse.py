@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import scipy.sparse as sp
 
+from freight._freight import compressed_indices_error
+from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
 
@@ -22,6 +25,44 @@ for _fmt in ("csr", "csc", "coo", "bsr", "dia", "lil"):
         if _cls is not None:
             _CLASSES[f"{_fmt}_{_suffix}"] = _cls
 _NAMES = {cls: name for name, cls in _CLASSES.items()}
+
+# What writers send (scipy's own index and value dtypes); anything else is refused on load, so
+# that scipy's C++ kernels only ever see the types they are compiled for.
+_INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+_DATA_KINDS = "biufc"
+
+
+def _index_array(a: Any, what: str) -> np.ndarray:
+    if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype not in _INDEX_DTYPES:
+        raise DeserializationError(f"the payload holds an invalid scipy.sparse {what}: {_describe(a)}")
+    return a
+
+
+def _describe(a: Any) -> str:
+    if isinstance(a, np.ndarray):
+        return f"an array of dtype {a.dtype} and shape {a.shape}"
+    return f"a {type(a).__name__}"
+
+
+def _check_compressed(data: Any, indices: Any, indptr: Any, major: int, minor: int, block: tuple[int, ...]) -> None:
+    """Checks what scipy's kernels index with, in Rust, before scipy sees it (scipy's own
+    check_format skips the order of indptr when its last entry is 0, which let a forged payload
+    corrupt the heap)."""
+    indices = _index_array(indices, "indices array")
+    indptr = _index_array(indptr, "indptr array")
+    if indptr.dtype != indices.dtype:
+        raise DeserializationError("the payload holds scipy.sparse index arrays of different dtypes")
+    if not isinstance(data, np.ndarray) or data.dtype.kind not in _DATA_KINDS:
+        raise DeserializationError(f"the payload holds invalid scipy.sparse values: {_describe(data)}")
+    if data.shape != (len(indices), *block):
+        raise DeserializationError(
+            f"the payload holds scipy.sparse values of shape {data.shape} for {len(indices)} indices"
+        )
+    error = compressed_indices_error(
+        np.ascontiguousarray(indptr), np.ascontiguousarray(indices), indices.dtype.itemsize == 8, major, minor
+    )
+    if error is not None:
+        raise DeserializationError(f"the payload holds an invalid scipy.sparse structure: {error}")
 
 
 class SparseSerializer(LibrarySerializer):
@@ -49,7 +90,21 @@ class SparseSerializer(LibrarySerializer):
         cls = _CLASSES[meta["kind"]]
         fmt = meta["kind"].split("_")[0]
         shape = tuple(meta["shape"])
+        if len(shape) != 2 or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise DeserializationError(f"the payload holds a scipy.sparse shape {shape!r}")
         if fmt in ("csr", "csc", "bsr", "lil"):
+            rows, cols = shape
+            block: tuple[int, ...] = ()
+            if fmt == "bsr":
+                data = meta["data"]
+                if not isinstance(data, np.ndarray) or data.ndim != 3 or 0 in data.shape[1:]:
+                    raise DeserializationError(f"the payload holds invalid bsr blocks: {_describe(data)}")
+                block = data.shape[1:]
+                if rows % block[0] or cols % block[1]:
+                    raise DeserializationError(f"bsr blocks {block} do not tile the shape {shape}")
+                rows, cols = rows // block[0], cols // block[1]
+            major, minor = (cols, rows) if fmt == "csc" else (rows, cols)
+            _check_compressed(meta["data"], meta["indices"], meta["indptr"], major, minor, block)
             base = sp.csr_array if fmt == "lil" and meta["kind"].endswith("array") else sp.csr_matrix
             target = base if fmt == "lil" else cls
             m = target((meta["data"], meta["indices"], meta["indptr"]), shape=shape, copy=False)
@@ -57,9 +112,22 @@ class SparseSerializer(LibrarySerializer):
             # process later. Sortedness is recomputed by scipy when needed, never trusted.
             m.check_format(full_check=True)
             return cls(m) if fmt == "lil" else m
+        data = meta["data"]
+        if not isinstance(data, np.ndarray) or data.dtype.kind not in _DATA_KINDS:
+            raise DeserializationError(f"the payload holds invalid scipy.sparse values: {_describe(data)}")
         if fmt == "coo":
-            return cls((meta["data"], tuple(meta["coords"])), shape=shape, copy=False)
-        return cls((meta["data"], meta["offsets"]), shape=shape, copy=False)  # dia
+            coords = tuple(meta["coords"])
+            if len(coords) != len(shape) or data.ndim != 1:
+                raise DeserializationError("the payload holds scipy.sparse coordinates that do not match its shape")
+            for axis, (c, dim) in enumerate(zip(coords, shape)):
+                c = _index_array(c, "coordinate array")
+                if len(c) != len(data) or (len(c) and (int(c.min()) < 0 or int(c.max()) >= dim)):
+                    raise DeserializationError(f"the payload holds scipy.sparse coordinates out of range on axis {axis}")
+            return cls((data, coords), shape=shape, copy=False)
+        offsets = _index_array(meta["offsets"], "offsets array")
+        if data.ndim != 2 or data.shape[0] != len(offsets):
+            raise DeserializationError(f"the payload holds invalid dia values: {_describe(data)}")
+        return cls((data, offsets), shape=shape, copy=False)  # dia
 
 
 BUILTINS.register(SparseSerializer())
