@@ -71,6 +71,11 @@ def _pickler(cloud: bool, file: io.BytesIO, sink: Any) -> pickle.Pickler:
     return pickler
 
 
+# How pickle and cloudpickle say that they cannot pickle something (as opposed to an error raised
+# by the object's own code while being pickled).
+_PICKLE_FAILURES = (pickle.PicklingError, TypeError, AttributeError, NotImplementedError)
+
+
 def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
     """Pickles ``obj`` (with plain pickle, else cloudpickle). Returns (stream, used_cloudpickle).
 
@@ -95,12 +100,17 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
         ) from exc
     except SerializationError:
         raise
-    except Exception as exc:
+    except _PICKLE_FAILURES as exc:
         raise SerializationError(
             f"cannot serialize {type(obj).__module__}.{type(obj).__qualname__}: neither freight's native "
             f"encoder, a registered serializer, pickle nor cloudpickle could encode it ({type(exc).__name__}: "
             f"{exc}); register a serializer for its type with freight.register"
         ) from exc
+    except Exception as exc:
+        # Raised by the object's own code (its __reduce__, __getstate__, a property pickle
+        # read): the caller's error, passed on as itself, as pickle does.
+        exc.add_note(f"(raised while freight pickled a {type(obj).__module__}.{type(obj).__qualname__})")
+        raise
     finally:
         pickler.reducer_override.close()  # the hook refers back to the pickler: break the cycle
     return file.getvalue(), True

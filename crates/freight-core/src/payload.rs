@@ -208,9 +208,10 @@ impl<B: AsRef<[u8]> + Clone> Payload<B> {
     }
 }
 
-/// The signature check of a payload in one buffer (its last 32 bytes).
+/// The signature check of a payload in one buffer (its last 32 bytes). Nothing else is read
+/// first, not even the magic bytes: with a key, any change (the preamble's included) is an
+/// integrity error.
 fn check_single_signature(buf: &[u8], keys: &[Vec<u8>]) -> Result<()> {
-    envelope::check_preamble(buf)?;
     let flag_bits = *buf.get(envelope::MAGIC.len() + 1).ok_or(Error::Truncated {
         what: "the flags byte",
         offset: envelope::MAGIC.len() + 1,

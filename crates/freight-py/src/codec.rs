@@ -37,7 +37,7 @@ impl Codec {
         zero_copy: Option<bool>,
         verify: Option<bool>,
         key: Option<&Bound<'_, PyAny>>,
-        max_size: Option<u64>,
+        max_size: Option<i128>,
     ) -> Result<DecodeOptions> {
         let zero_copy = zero_copy.unwrap_or(self.zero_copy);
         Ok(DecodeOptions {
@@ -50,7 +50,10 @@ impl Codec {
                 Some(key) => options::keys(key)?,
                 None => self.keys.clone(),
             },
-            max_size: max_size.unwrap_or(self.max_size),
+            max_size: match max_size {
+                Some(v) => options::max_size(v)?,
+                None => self.max_size,
+            },
         })
     }
 
@@ -187,7 +190,7 @@ impl Codec {
         checksum: bool,
         compression: Option<Bound<'_, PyAny>>,
         key: Option<Bound<'_, PyAny>>,
-        max_size: Option<u64>,
+        max_size: Option<i128>,
     ) -> PyResult<Self> {
         Ok(Self {
             dispatch: DispatchRefs::new(&registry)?,
@@ -203,7 +206,10 @@ impl Codec {
                 Some(obj) => options::keys(obj)?,
                 None => Vec::new(),
             },
-            max_size: max_size.unwrap_or(options::DEFAULT_MAX_SIZE),
+            max_size: match max_size {
+                Some(v) => options::max_size(v)?,
+                None => options::DEFAULT_MAX_SIZE,
+            },
         })
     }
 
@@ -246,7 +252,7 @@ impl Codec {
         zero_copy: Option<bool>,
         verify: Option<bool>,
         key: Option<&Bound<'py, PyAny>>,
-        max_size: Option<u64>,
+        max_size: Option<i128>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = self.decode_options(allow_pickle, zero_copy, verify, key, max_size)?;
         let parts = freight_core::Parts::Single(export_input(data)?);
@@ -265,7 +271,7 @@ impl Codec {
         zero_copy: Option<bool>,
         verify: Option<bool>,
         key: Option<&Bound<'py, PyAny>>,
-        max_size: Option<u64>,
+        max_size: Option<i128>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = self.decode_options(allow_pickle, zero_copy, verify, key, max_size)?;
         let parts = export_frame_list(frames)?;

@@ -106,3 +106,12 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> Result<Vec<Vec<u8>>> {
 /// Default bound on one frame's raw size when loading: generous, but a lying header or a
 /// decompression bomb cannot make a load allocate more (pass max_size= for larger payloads).
 pub const DEFAULT_MAX_SIZE: u64 = 16 << 30;
+
+/// Checks `max_size=`: a number of bytes, 0 or more.
+pub fn max_size(value: i128) -> Result<u64> {
+    u64::try_from(value).map_err(|_| {
+        Error::Decode(format!(
+            "max_size must be a number of bytes from 0 to 2**64-1 (the largest frame loads accepts); got {value}"
+        ))
+    })
+}

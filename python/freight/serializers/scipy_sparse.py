@@ -122,7 +122,9 @@ class SparseSerializer(LibrarySerializer):
             for axis, (c, dim) in enumerate(zip(coords, shape)):
                 c = _index_array(c, "coordinate array")
                 if len(c) != len(data) or (len(c) and (int(c.min()) < 0 or int(c.max()) >= dim)):
-                    raise DeserializationError(f"the payload holds scipy.sparse coordinates out of range on axis {axis}")
+                    raise DeserializationError(
+                        f"the payload holds scipy.sparse coordinates out of range on axis {axis}"
+                    )
             return cls((data, coords), shape=shape, copy=False)
         offsets = _index_array(meta["offsets"], "offsets array")
         if data.ndim != 2 or data.shape[0] != len(offsets):
