@@ -81,9 +81,29 @@ bench: build $(S3S_FS)  ## Benchmarks against pickle, cloudpickle, numpy.save, a
 	$(PY) benchmarks/bench_libraries.py
 	$(PY) benchmarks/bench_storage.py
 
+# Fuzzing: cargo-fuzz (libFuzzer, AddressSanitizer) on freight-core's targets, then the
+# Python-level mutation campaign over every serializer's payloads with glibc's heap checks.
+# RUSTC_BOOTSTRAP=1 lets the stable toolchain use the sanitizer flags cargo-fuzz passes.
+FUZZ_S ?= 180
+FUZZ_TARGETS := payload_open payload_split tree_walk decompress checksum signature sparse_indices
+CARGO_FUZZ := .tools/bin/cargo-fuzz
+
+$(CARGO_FUZZ):
+	cargo install cargo-fuzz --locked --root .tools
+
+.PHONY: fuzz
+fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, then Python loads over every serializer)
+	cd crates/freight-core && for t in $(FUZZ_TARGETS); do \
+		mkdir -p fuzz/corpus/$$t; cp ../../tests/golden/v1/*.frt fuzz/corpus/$$t/ 2>/dev/null; \
+		RUSTC_BOOTSTRAP=1 ../../$(CARGO_FUZZ) run -O $$t -- -max_total_time=$(FUZZ_S) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 2>&1 \
+			| grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|Done)" | sed "s/^/$$t: /" ; \
+		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+	PYTHONMALLOC=malloc MALLOC_CHECK_=3 $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S)
+
 LINT_DEPS := ruff mypy
 LINT_STAMP := $(VENV)/.lint-deps-installed
-PY_SRC := python tests benchmarks
+PY_SRC := python tests benchmarks fuzz
 
 $(LINT_STAMP): $(PY) Makefile
 	$(PIP) install -q $(LINT_DEPS)
