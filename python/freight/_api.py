@@ -50,6 +50,9 @@ class Freight:
             rotation.
         max_size: largest raw frame :meth:`loads` accepts (default 16 GiB), checked before
             anything is allocated for it: a bound on decompression bombs and lying headers.
+        allowed_tags: default for :meth:`loads`: None (any registered serializer), or the only
+            serializer tags a payload may use (``"pickle"`` for pickle nodes), checked from the
+            header before anything is decoded (``UnsafePayloadError`` naming the tag).
         registry: the registry to use; a new layer over the global registry by default.
     """
 
@@ -63,6 +66,7 @@ class Freight:
         compression: Any = None,
         key: bytes | list[bytes] | None = None,
         max_size: int | None = None,
+        allowed_tags: Iterable[str] | None = None,
         registry: Registry | None = None,
     ):
         # What pickling needs to build an equivalent instance (see __reduce__).
@@ -74,6 +78,7 @@ class Freight:
             "compression": compression,
             "key": key,
             "max_size": max_size,
+            "allowed_tags": None if allowed_tags is None else list(allowed_tags),
         }
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
         self._codec = _freight.Codec(
@@ -85,6 +90,7 @@ class Freight:
             compression=compression,
             key=key,
             max_size=max_size,
+            allowed_tags=self._options["allowed_tags"],
         )
         # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
         self.dumps = self._codec.dumps

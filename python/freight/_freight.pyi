@@ -132,6 +132,7 @@ class Codec:
         compression: _Compression = None,
         key: _Key = None,
         max_size: int | None = None,
+        allowed_tags: Sequence[str] | None = None,
     ) -> Self: ...
     def dumps(
         self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
@@ -162,6 +163,7 @@ class Codec:
         verify: bool | None = None,
         key: _Key = None,
         max_size: int | None = None,
+        allowed_tags: Sequence[str] | None = None,
     ) -> Any:
         """Deserializes a payload from any buffer (bytes, bytearray, memoryview, mmap, ...).
 
@@ -187,6 +189,7 @@ class Codec:
         verify: bool | None = None,
         key: _Key = None,
         max_size: int | None = None,
+        allowed_tags: Sequence[str] | None = None,
     ) -> Any:
         """Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame)."""
 

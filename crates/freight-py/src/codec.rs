@@ -28,6 +28,7 @@ pub struct Codec {
     /// The first key signs; all of them are accepted on load (key rotation).
     keys: Vec<Vec<u8>>,
     max_size: u64,
+    allowed_tags: Option<Vec<String>>,
 }
 
 impl Codec {
@@ -38,6 +39,7 @@ impl Codec {
         verify: Option<bool>,
         key: Option<&Bound<'_, PyAny>>,
         max_size: Option<i128>,
+        allowed_tags: Option<&Bound<'_, PyAny>>,
     ) -> Result<DecodeOptions> {
         let zero_copy = zero_copy.unwrap_or(self.zero_copy);
         Ok(DecodeOptions {
@@ -53,6 +55,10 @@ impl Codec {
             max_size: match max_size {
                 Some(v) => options::max_size(v)?,
                 None => self.max_size,
+            },
+            allowed_tags: match allowed_tags {
+                Some(obj) => options::allowed_tags(obj)?,
+                None => self.allowed_tags.clone(),
             },
         })
     }
@@ -180,7 +186,7 @@ impl Codec {
 #[pymethods]
 impl Codec {
     #[new]
-    #[pyo3(signature = (registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true, compression=None, key=None, max_size=None))]
+    #[pyo3(signature = (registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true, compression=None, key=None, max_size=None, allowed_tags=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         registry: Bound<'_, PyAny>,
@@ -191,6 +197,7 @@ impl Codec {
         compression: Option<Bound<'_, PyAny>>,
         key: Option<Bound<'_, PyAny>>,
         max_size: Option<i128>,
+        allowed_tags: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         Ok(Self {
             dispatch: DispatchRefs::new(&registry)?,
@@ -209,6 +216,10 @@ impl Codec {
             max_size: match max_size {
                 Some(v) => options::max_size(v)?,
                 None => options::DEFAULT_MAX_SIZE,
+            },
+            allowed_tags: match &allowed_tags {
+                Some(obj) => options::allowed_tags(obj)?,
+                None => None,
             },
         })
     }
@@ -242,7 +253,7 @@ impl Codec {
     }
 
     /// Deserializes a payload from any buffer.
-    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None))]
+    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads<'py>(
         &self,
@@ -253,15 +264,17 @@ impl Codec {
         verify: Option<bool>,
         key: Option<&Bound<'py, PyAny>>,
         max_size: Option<i128>,
+        allowed_tags: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = self.decode_options(allow_pickle, zero_copy, verify, key, max_size)?;
+        let opts =
+            self.decode_options(allow_pickle, zero_copy, verify, key, max_size, allowed_tags)?;
         let parts = freight_core::Parts::Single(export_input(data)?);
         let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
         Ok(decode(py, ctx)?)
     }
 
     /// Deserializes a payload given as a list of buffers (the output of `dumps_frames`).
-    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None))]
+    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads_frames<'py>(
         &self,
@@ -272,8 +285,10 @@ impl Codec {
         verify: Option<bool>,
         key: Option<&Bound<'py, PyAny>>,
         max_size: Option<i128>,
+        allowed_tags: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = self.decode_options(allow_pickle, zero_copy, verify, key, max_size)?;
+        let opts =
+            self.decode_options(allow_pickle, zero_copy, verify, key, max_size, allowed_tags)?;
         let parts = export_frame_list(frames)?;
         let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
         Ok(decode(py, ctx)?)

@@ -115,3 +115,25 @@ pub fn max_size(value: i128) -> Result<u64> {
         ))
     })
 }
+
+/// Parses `allowed_tags=`: None (no restriction) or an iterable of tag strings ("pickle" for
+/// pickle nodes).
+pub fn allowed_tags(obj: &Bound<'_, PyAny>) -> Result<Option<Vec<String>>> {
+    if obj.is_none() {
+        return Ok(None);
+    }
+    let bad = || {
+        Error::Decode(
+            "allowed_tags must be None or a list of serializer tags (strings; \"pickle\" for pickle)"
+                .to_owned(),
+        )
+    };
+    if obj.is_instance_of::<PyString>() {
+        return Err(bad()); // a single string would be read as a list of letters
+    }
+    let mut tags = Vec::new();
+    for item in obj.try_iter().map_err(|_| bad())? {
+        tags.push(item?.extract::<String>().map_err(|_| bad())?);
+    }
+    Ok(Some(tags))
+}

@@ -34,6 +34,8 @@ pub struct DecodeOptions {
     pub keys: Vec<Vec<u8>>,
     /// Largest raw frame accepted (checked before anything is allocated for it).
     pub max_size: u64,
+    /// When set, the only serializer tags (and "pickle", for pickle nodes) a payload may use.
+    pub allowed_tags: Option<Vec<String>>,
 }
 
 impl DecodeOptions {
@@ -145,6 +147,9 @@ fn resolve_tags(
     opts: &DecodeOptions,
 ) -> Result<Vec<Py<PyAny>>> {
     let header = payload.header();
+    if let Some(allowed) = &opts.allowed_tags {
+        check_allowed_tags(payload, allowed)?;
+    }
     let safe = |entry: &Bound<'_, PyAny>| -> PyResult<bool> {
         entry.getattr(pyo3::intern!(py, "safe"))?.extract()
     };
@@ -175,6 +180,25 @@ fn resolve_tags(
         entries.push(entry.unbind());
     }
     Ok(entries)
+}
+
+/// Refuses a payload that uses a serializer tag (or pickle nodes, as the tag "pickle") outside
+/// `allowed`, from the header and a walk of the tree, before anything is decoded.
+fn check_allowed_tags(payload: &Payload<Input>, allowed: &[String]) -> Result<()> {
+    let listed = |tag: &str| allowed.iter().any(|a| a == tag);
+    let refuse = |tag: &str| {
+        Error::Unsafe(format!(
+            "the payload uses {tag:?}, which allowed_tags does not list (it allows {allowed:?}); \
+             add it to allowed_tags only if you trust what that serializer decodes"
+        ))
+    };
+    if let Some(tag) = payload.header().tags.iter().find(|t| !listed(t)) {
+        return Err(refuse(tag));
+    }
+    if payload.header().needs_pickle() && !listed("pickle") && payload.walk()?.pickle_nodes > 0 {
+        return Err(refuse("pickle"));
+    }
+    Ok(())
 }
 
 fn producer(payload: &Payload<Input>) -> Option<String> {
