@@ -50,7 +50,7 @@ demo: build  ## Run the demo: a mixed workload through freight, stored in a loca
 
 .PHONY: test-rust
 test-rust:  ## cargo tests (format, property tests)
-	cargo test -p freight-core --release -q
+	cargo test -p freight-core -p freight-store --release -q
 
 # s3s-fs: a small S3-compatible server (one folder per bucket) that the tests in tests/storage start
 # on loopback. Installed once into .tools/ (git ignores it; about 2.5 minutes to build); newer
