@@ -140,6 +140,21 @@ def _by(producer: str | None) -> str:
     return f" (written by {producer})" if producer else ""
 
 
+def _exception(cls: type, args: tuple, state: dict | None) -> BaseException:
+    """Rebuilds an exception freight reduced (see pickle_sink.rs): ``cls(*args)`` as pickle
+    would, or, when the class's ``__init__`` wants other arguments (a keyword-only one), the
+    instance without ``__init__``; then its attributes. Only ever called by unpickling, which
+    ``allow_pickle=False`` refuses."""
+    try:
+        exc = cls(*args)
+    except TypeError:
+        exc = cls.__new__(cls, *args)
+        exc.args = args
+    if state:
+        exc.__dict__.update(state)
+    return exc
+
+
 def _external(pid: int) -> Any:
     """What ``reducer_override`` wrote for arrays and registered objects: decoded by the freight
     load that is running this unpickling (a stack, since a ``__setstate__`` may load again)."""

@@ -239,12 +239,65 @@ impl PickleSink {
                 )?
                 .into_any())
             }
-            None => match fallback {
-                Some(fallback) => Ok(fallback.call1((obj,))?),
-                None => Ok(py.NotImplemented().into_bound(py)),
-            },
+            None => {
+                if let Some(reduced) = exception_reduction(py, obj)? {
+                    return Ok(reduced);
+                }
+                match fallback {
+                    Some(fallback) => Ok(fallback.call1((obj,))?),
+                    None => Ok(py.NotImplemented().into_bound(py)),
+                }
+            }
         }
     }
+}
+
+static BASE_EXCEPTION_REDUCE: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
+
+/// Exceptions whose class keeps BaseException's reduction: pickle rebuilds them as
+/// `cls(*args)`, which fails for a class whose `__init__` takes other arguments (a keyword-only
+/// one, say). freight reduces them to `_pickle._exception(cls, args, __dict__)`, which calls
+/// `cls(*args)` when that works and otherwise builds the instance without `__init__`.
+fn exception_reduction<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+) -> Result<Option<Bound<'py, PyAny>>> {
+    // SAFETY: a type check of a live object.
+    if unsafe { ffi::PyExceptionInstance_Check(obj.as_ptr()) } == 0 {
+        return Ok(None);
+    }
+    let (reduce, reduce_ex) = BASE_EXCEPTION_REDUCE.get_or_try_init(py, || -> PyResult<_> {
+        let base = py.get_type::<pyo3::exceptions::PyBaseException>();
+        Ok((
+            base.getattr("__reduce__")?.unbind(),
+            base.getattr("__reduce_ex__")?.unbind(),
+        ))
+    })?;
+    let ty = obj.get_type();
+    if !ty
+        .getattr(pyo3::intern!(py, "__reduce__"))?
+        .is(reduce.bind(py))
+        || !ty
+            .getattr(pyo3::intern!(py, "__reduce_ex__"))?
+            .is(reduce_ex.bind(py))
+    {
+        return Ok(None);
+    }
+    let rebuild = crate::types::pickle_bridge(py)?.getattr(pyo3::intern!(py, "_exception"))?;
+    let args = obj.getattr(pyo3::intern!(py, "args"))?;
+    let state = obj
+        .getattr_opt(pyo3::intern!(py, "__dict__"))?
+        .unwrap_or_else(|| py.None().into_bound(py));
+    Ok(Some(
+        PyTuple::new(
+            py,
+            [
+                rebuild,
+                PyTuple::new(py, [ty.into_any(), args, state])?.into_any(),
+            ],
+        )?
+        .into_any(),
+    ))
 }
 
 static EXTERNAL_LOADER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
