@@ -53,6 +53,9 @@ class Freight:
         allowed_tags: default for :meth:`loads`: None (any registered serializer), or the only
             serializer tags a payload may use (``"pickle"`` for pickle nodes), checked from the
             header before anything is decoded (``UnsafePayloadError`` naming the tag).
+        strict_versions: default for :meth:`loads`: a payload written by another major version of
+            a library it uses, or pickled by another Python minor version, raises
+            ``ProducerVersionError`` instead of a ``FreightWarning``.
         registry: the registry to use; a new layer over the global registry by default.
     """
 
@@ -67,6 +70,7 @@ class Freight:
         key: bytes | list[bytes] | None = None,
         max_size: int | None = None,
         allowed_tags: Iterable[str] | None = None,
+        strict_versions: bool = False,
         registry: Registry | None = None,
     ):
         # What pickling needs to build an equivalent instance (see __reduce__).
@@ -79,6 +83,7 @@ class Freight:
             "key": key,
             "max_size": max_size,
             "allowed_tags": None if allowed_tags is None else list(allowed_tags),
+            "strict_versions": strict_versions,
         }
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
         self._codec = _freight.Codec(
@@ -91,6 +96,7 @@ class Freight:
             key=key,
             max_size=max_size,
             allowed_tags=self._options["allowed_tags"],
+            strict_versions=strict_versions,
         )
         # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
         self.dumps = self._codec.dumps

@@ -133,6 +133,7 @@ class Codec:
         key: _Key = None,
         max_size: int | None = None,
         allowed_tags: Sequence[str] | None = None,
+        strict_versions: bool = False,
     ) -> Self: ...
     def dumps(
         self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
@@ -164,6 +165,7 @@ class Codec:
         key: _Key = None,
         max_size: int | None = None,
         allowed_tags: Sequence[str] | None = None,
+        strict_versions: bool | None = None,
     ) -> Any:
         """Deserializes a payload from any buffer (bytes, bytearray, memoryview, mmap, ...).
 
@@ -190,6 +192,7 @@ class Codec:
         key: _Key = None,
         max_size: int | None = None,
         allowed_tags: Sequence[str] | None = None,
+        strict_versions: bool | None = None,
     ) -> Any:
         """Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame)."""
 

@@ -22,6 +22,8 @@ __all__ = [
     "StorageError",
     "KeyNotFoundError",
     "KeyExistsError",
+    "ProducerVersionError",
+    "FreightWarning",
 ]
 
 
@@ -51,6 +53,17 @@ class UnsafePayloadError(DeserializationError):
 
 class FormatVersionError(DeserializationError):
     """The payload was written in a format version this build cannot read."""
+
+
+class ProducerVersionError(DeserializationError):
+    """With ``strict_versions=True``: the payload was written by another major version of a
+    library it uses, or its pickled parts by another Python minor version (see
+    ``freight._versions``)."""
+
+
+class FreightWarning(FreightError, UserWarning):
+    """Something to know about a payload that still loads (a producer version that differs).
+    Also a FreightError, so that ``-W error`` turns it into one of freight's errors."""
 
 
 class MissingDependencyError(DeserializationError, ImportError):

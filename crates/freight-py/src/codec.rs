@@ -29,9 +29,12 @@ pub struct Codec {
     keys: Vec<Vec<u8>>,
     max_size: u64,
     allowed_tags: Option<Vec<String>>,
+    strict_versions: bool,
 }
 
 impl Codec {
+    /// A call's decode options over the codec's defaults (one argument per keyword of `loads`).
+    #[allow(clippy::too_many_arguments)]
     fn decode_options(
         &self,
         allow_pickle: Option<bool>,
@@ -40,6 +43,7 @@ impl Codec {
         key: Option<&Bound<'_, PyAny>>,
         max_size: Option<i128>,
         allowed_tags: Option<&Bound<'_, PyAny>>,
+        strict_versions: Option<bool>,
     ) -> Result<DecodeOptions> {
         let zero_copy = zero_copy.unwrap_or(self.zero_copy);
         Ok(DecodeOptions {
@@ -60,6 +64,7 @@ impl Codec {
                 Some(obj) => options::allowed_tags(obj)?,
                 None => self.allowed_tags.clone(),
             },
+            strict_versions: strict_versions.unwrap_or(self.strict_versions),
         })
     }
 
@@ -186,7 +191,7 @@ impl Codec {
 #[pymethods]
 impl Codec {
     #[new]
-    #[pyo3(signature = (registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true, compression=None, key=None, max_size=None, allowed_tags=None))]
+    #[pyo3(signature = (registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true, compression=None, key=None, max_size=None, allowed_tags=None, strict_versions=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         registry: Bound<'_, PyAny>,
@@ -198,6 +203,7 @@ impl Codec {
         key: Option<Bound<'_, PyAny>>,
         max_size: Option<i128>,
         allowed_tags: Option<Bound<'_, PyAny>>,
+        strict_versions: bool,
     ) -> PyResult<Self> {
         Ok(Self {
             dispatch: DispatchRefs::new(&registry)?,
@@ -221,6 +227,7 @@ impl Codec {
                 Some(obj) => options::allowed_tags(obj)?,
                 None => None,
             },
+            strict_versions,
         })
     }
 
@@ -253,7 +260,7 @@ impl Codec {
     }
 
     /// Deserializes a payload from any buffer.
-    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None))]
+    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads<'py>(
         &self,
@@ -265,16 +272,24 @@ impl Codec {
         key: Option<&Bound<'py, PyAny>>,
         max_size: Option<i128>,
         allowed_tags: Option<&Bound<'py, PyAny>>,
+        strict_versions: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts =
-            self.decode_options(allow_pickle, zero_copy, verify, key, max_size, allowed_tags)?;
+        let opts = self.decode_options(
+            allow_pickle,
+            zero_copy,
+            verify,
+            key,
+            max_size,
+            allowed_tags,
+            strict_versions,
+        )?;
         let parts = freight_core::Parts::Single(export_input(data)?);
         let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
         Ok(decode(py, ctx)?)
     }
 
     /// Deserializes a payload given as a list of buffers (the output of `dumps_frames`).
-    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None))]
+    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads_frames<'py>(
         &self,
@@ -286,9 +301,17 @@ impl Codec {
         key: Option<&Bound<'py, PyAny>>,
         max_size: Option<i128>,
         allowed_tags: Option<&Bound<'py, PyAny>>,
+        strict_versions: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts =
-            self.decode_options(allow_pickle, zero_copy, verify, key, max_size, allowed_tags)?;
+        let opts = self.decode_options(
+            allow_pickle,
+            zero_copy,
+            verify,
+            key,
+            max_size,
+            allowed_tags,
+            strict_versions,
+        )?;
         let parts = export_frame_list(frames)?;
         let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
         Ok(decode(py, ctx)?)

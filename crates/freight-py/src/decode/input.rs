@@ -36,6 +36,8 @@ pub struct DecodeOptions {
     pub max_size: u64,
     /// When set, the only serializer tags (and "pickle", for pickle nodes) a payload may use.
     pub allowed_tags: Option<Vec<String>>,
+    /// Producer versions that differ where it matters raise instead of warning.
+    pub strict_versions: bool,
 }
 
 impl DecodeOptions {
@@ -201,6 +203,19 @@ fn check_allowed_tags(payload: &Payload<Input>, allowed: &[String]) -> Result<()
     Ok(())
 }
 
+/// The producer-version policy (python/freight/_versions.py): a warning, or an error when
+/// `strict`, for a library of another major version or pickle from another Python minor.
+fn check_versions(py: Python<'_>, payload: &Payload<Input>, strict: bool) -> Result<()> {
+    static CHECK: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let check = CHECK.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py.import("freight._versions")?.getattr("check")?.unbind())
+    })?;
+    check
+        .bind(py)
+        .call1((payload.header().versions.clone(), strict))?;
+    Ok(())
+}
+
 fn producer(payload: &Payload<Input>) -> Option<String> {
     let versions = &payload.header().versions;
     if versions.is_empty() {
@@ -227,6 +242,9 @@ impl DecodeCtx {
     ) -> Result<Rc<Self>> {
         let payload = open(py, parts, &opts.open_options())?;
         let entries = resolve_tags(py, &payload, registry, &opts)?;
+        if !payload.header().versions.is_empty() {
+            check_versions(py, &payload, opts.strict_versions)?;
+        }
         Ok(Rc::new(Self {
             producer: producer(&payload),
             payload,
