@@ -564,6 +564,7 @@ def test_scipy_forged_indptr_is_refused_before_scipy_sees_it(indptr):
         ("coo", {"coords": "(np.array([0, 40]), np.array([0, 1]))"}),
         ("coo", {"coords": "(np.array([0, 1]), np.array([0]))"}),
         ("dia", {"data": "np.ones((3, 20))", "offsets": "np.array([0, 1], dtype=np.int32)"}),
+        ("dia", {"data": "np.ones((2, 20))", "offsets": "np.array([0, 2147483641], dtype=np.int32)"}),
         (
             "bsr",
             {
@@ -581,6 +582,7 @@ def test_scipy_forged_indptr_is_refused_before_scipy_sees_it(indptr):
         "coo-out-of-range",
         "coo-lengths",
         "dia-offsets",
+        "dia-offset-overflow",
         "bsr-blocks-do-not-tile",
     ],
 )

@@ -129,6 +129,10 @@ class SparseSerializer(LibrarySerializer):
         offsets = _index_array(meta["offsets"], "offsets array")
         if data.ndim != 2 or data.shape[0] != len(offsets):
             raise DeserializationError(f"the payload holds invalid dia values: {_describe(data)}")
+        # scipy's dia kernels add offsets to the shape in the index type: an offset far outside
+        # the matrix overflows there and reads out of bounds (found by the fuzzing campaign).
+        if len(offsets) and (int(offsets.min()) <= -shape[0] or int(offsets.max()) >= shape[1]):
+            raise DeserializationError(f"the payload holds dia offsets outside the shape {shape}")
         return cls((data, offsets), shape=shape, copy=False)  # dia
 
 
