@@ -90,6 +90,17 @@ impl Codec {
         }))
     }
 
+    /// Opens `parts` (the one reading path of both layouts) and decodes the object.
+    fn decode_parts<'py>(
+        &self,
+        py: Python<'py>,
+        parts: freight_core::Parts<crate::decode::input::Input>,
+        opts: DecodeOptions,
+    ) -> Result<Bound<'py, PyAny>> {
+        let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
+        decode(py, ctx)
+    }
+
     fn signing_key(&self, key: Option<&Bound<'_, PyAny>>) -> Result<Option<Vec<u8>>> {
         Ok(match key {
             Some(key) => options::keys(key)?.into_iter().next(),
@@ -284,8 +295,7 @@ impl Codec {
             strict_versions,
         )?;
         let parts = freight_core::Parts::Single(export_input(data)?);
-        let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
-        Ok(decode(py, ctx)?)
+        Ok(self.decode_parts(py, parts, opts)?)
     }
 
     /// Deserializes a payload given as a list of buffers (the output of `dumps_frames`).
@@ -313,7 +323,6 @@ impl Codec {
             strict_versions,
         )?;
         let parts = export_frame_list(frames)?;
-        let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
-        Ok(decode(py, ctx)?)
+        Ok(self.decode_parts(py, parts, opts)?)
     }
 }
