@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover - benchmark-only peers
     sys.exit("bench_compression.py needs the peers lz4 and zstandard (pip install lz4 zstandard)")
 
 import freight
-from harness import (
+from freight.bench.harness import (
     MiB,
     Target,
     Timing,

@@ -24,14 +24,13 @@ import json
 import os
 import pickle
 import platform
-import statistics
 import subprocess
 import sys
 import textwrap
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 try:
@@ -45,25 +44,12 @@ except ImportError:  # pragma: no cover - cloudpickle is a dependency of freight
     sys.exit("bench_core.py needs cloudpickle (pip install cloudpickle)")
 
 import freight
-from harness import MiB, finish, fmt_bytes, fmt_ns, parse_args, print_table
+from freight.bench.harness import MiB, Timing, finish, fmt_bytes, fmt_ns, parse_args, print_table, time_large
+from freight.bench.harness import time_small as harness_time_small
 
 # --------------------------------------------------------------------------------------------
 # Timing
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Timing:
-    """A median per-call time and how it was obtained."""
-
-    median_ns: float
-    repeat: int
-    number: int
-    samples_ns: list[float] = field(default_factory=list)
-
-    @property
-    def min_ns(self) -> float:
-        return min(self.samples_ns) if self.samples_ns else self.median_ns
 
 
 class Config:
@@ -81,60 +67,16 @@ class Config:
         self.frame_sizes_mib = sorted({1, self.array_mib})
 
 
-def _loop_ns(fn: Callable[[], Any], number: int) -> int:
-    loop = range(number)
-    t0 = time.perf_counter_ns()
-    for _ in loop:
-        fn()
-    return time.perf_counter_ns() - t0
-
-
 def time_small(fn: Callable[[], Any], cfg: Config, *, min_number: int | None = None) -> Timing:
-    """Per-call median of ``repeat`` loops of ``number`` calls (gc off)."""
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        fn()  # warm up (imports, caches)
-        # Calibrate: grow the loop until one repetition lasts about small_target_s.
-        number = 1
-        while True:
-            elapsed = _loop_ns(fn, number)
-            if elapsed >= cfg.small_target_s * 1e9 * 0.2 or number >= cfg.small_max_number:
-                break
-            number *= 10
-        per_call = max(elapsed / number, 1.0)
-        number = int(cfg.small_target_s * 1e9 / per_call)
-        lo = cfg.small_min_number if min_number is None else min_number
-        # Enforce the minimum loop size only while a repetition stays short: an operation that
-        # is unexpectedly slow (a "constant-time" path that copies) must not stall the run.
-        lo = min(lo, int(cfg.small_max_repeat_s * 1e9 / per_call))
-        number = max(1, lo, min(cfg.small_max_number, number))
-        samples = [_loop_ns(fn, number) / number for _ in range(cfg.small_repeat)]
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return Timing(statistics.median(samples), cfg.small_repeat, number, samples)
-
-
-def time_large(fn: Callable[[], Any], repeat: int, *, warmup: int = 1) -> Timing:
-    """Median of ``repeat`` single calls (gc off). Freeing the result is not timed."""
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    samples: list[float] = []
-    try:
-        for _ in range(warmup):
-            r = fn()
-            del r
-        for _ in range(repeat):
-            t0 = time.perf_counter_ns()
-            r = fn()
-            t1 = time.perf_counter_ns()
-            del r
-            samples.append(t1 - t0)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return Timing(statistics.median(samples), repeat, 1, samples)
+    """Per-call median of ``cfg.small_repeat`` calibrated loops (the shared harness's time_small)."""
+    return harness_time_small(
+        fn,
+        repeat=cfg.small_repeat,
+        target_s=cfg.small_target_s,
+        min_number=cfg.small_min_number if min_number is None else min_number,
+        max_number=cfg.small_max_number,
+        max_sample_s=cfg.small_max_repeat_s,
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 import freight
-from harness import (
+from freight.bench.harness import (
     MiB,
     Target,
     finish,

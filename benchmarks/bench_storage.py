@@ -31,7 +31,17 @@ from pathlib import Path
 import numpy as np
 
 import freight.storage as fs
-from harness import MiB, Target, finish, fmt_bytes, fmt_ns, fmt_rate, parse_args, print_table, print_targets
+from freight.bench.harness import (
+    MiB,
+    Target,
+    finish,
+    fmt_bytes,
+    fmt_ns,
+    fmt_rate,
+    parse_args,
+    print_table,
+    print_targets,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 S3S = ROOT / ".tools" / "bin" / "s3s-fs"

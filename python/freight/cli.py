@@ -7,8 +7,9 @@ Subcommands::
     freight inspect FILE         describe a payload without decoding it
     freight verify FILE          check the header, every frame checksum and the node tree
                                  (and, with --key-file, the signature) without decoding
-    freight bench [--quick] [--json PATH] [other bench_core.py options]
-                                 run benchmarks/bench_core.py (source checkouts only)
+    freight bench [--quick] [--only LIST] [--out DIR] [--compare OLD NEW] ...
+                                 freight against every peer over sizes: results.json,
+                                 report.md and plots (see freight.bench)
     freight ls URL [PREFIX] [-l] the values of a store (a folder or s3://BUCKET/PREFIX)
     freight cat URL KEY          what `inspect` prints, for a stored value
     freight rm URL KEY... | --prefix P
@@ -27,10 +28,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freight.exceptions import FreightError
@@ -254,35 +253,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _find_bench_script() -> Path | None:
-    here = Path(__file__).resolve()
-    candidates = [here.parents[2] / "benchmarks" / "bench_core.py"]
-    # A source checkout with the package installed elsewhere: try the working directory too.
-    candidates.append(Path.cwd() / "benchmarks" / "bench_core.py")
-    for c in candidates:
-        if c.is_file() and (c.parent.parent / "pyproject.toml").is_file():
-            return c
-    return None
-
-
-def _cmd_bench(args: argparse.Namespace) -> int:
-    script = _find_bench_script()
-    if script is None:
-        print(
-            "freight bench: the benchmarks are only available from a source checkout "
-            "(run it from the repository root, or `python benchmarks/bench_core.py` there)",
-            file=sys.stderr,
-        )
-        return 1
-    cmd = [sys.executable, str(script)]
-    if args.quick:
-        cmd.append("--quick")
-    if args.json:
-        cmd += ["--json", args.json]
-    cmd += args.extra
-    return subprocess.call(cmd, cwd=str(script.parent.parent))
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="freight",
@@ -314,10 +284,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", metavar="PATH", help="also require a valid signature under the key in this file")
     p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("bench", help="run the core benchmarks (source checkouts only)")
-    p.add_argument("--quick", action="store_true", help="smaller array, fewer repetitions")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
-    p.set_defaults(func=_cmd_bench)
+    # `bench` has its own parser (freight.bench); main() hands it the rest of the command line.
+    sub.add_parser(
+        "bench", help="benchmark freight against its peers over sizes, with a report and plots", add_help=False
+    )
 
     from freight.storage.cli import add_parsers
 
@@ -329,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
     """Runs the command line; returns the exit status."""
     parser = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:
+        from freight.bench import main as bench_main
+
+        return bench_main(argv[1:])
     args, extra = parser.parse_known_args(argv)
     if extra and getattr(args, "intermixed", False):
         # `cp SRC DST -n KEY...`: KEYs after an option; argparse needs intermixed parsing for that
@@ -336,11 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         vars(args).update(vars(args.parser.parse_intermixed_args(rest)))
         extra = []
     if extra:
-        if getattr(args, "command", None) != "bench":
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        args.extra = extra  # passed through to bench_core.py (e.g. --cases ab, --strict)
-    else:
-        args.extra = []
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2

@@ -1,0 +1,123 @@
+"""``freight bench``: freight against every peer, over sizes, with a report and plots.
+
+    python -m freight bench                        # the full suite (several minutes on 2 cores)
+    python -m freight bench --quick                # under a minute: smaller sizes, fewer samples
+    python -m freight bench --only pandas,numpy --out results/
+    python -m freight bench --compare old/results.json new/results.json
+
+Writes ``results.json`` (every measurement and the machine), ``report.md`` (a table per
+workload with ratios against pickle-5 and the best peer) and PNG plots into ``--out``. Needs
+``freight[bench]`` (matplotlib for the plots, tqdm for the progress bar); peers that are not
+installed are skipped and listed in the report.
+
+Modules: ``workloads`` (what is serialized), ``peers`` (who is compared), ``runner`` (timing),
+``report`` (markdown, --compare), ``plots`` (matplotlib), ``harness`` (timing and formatting
+shared with the target scripts in the repository's benchmarks/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from freight.bench.harness import parse_size
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="freight bench",
+        description="Measure freight against pickle, cloudpickle, Dask, ProxyStore, pyfory, the libraries' "
+        "own formats and compressors, over sizes; write results.json, report.md and PNG plots.",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="sizes up to 64 MiB / 100k rows, every other size, fewer samples"
+    )
+    p.add_argument("--only", metavar="LIST", help="comma-separated workload groups or names (see --list)")
+    p.add_argument("--out", metavar="DIR", default="freight-bench", help="where to write (default: ./freight-bench)")
+    p.add_argument("--max-size", metavar="SIZE", help="skip sizes above SIZE bytes (rows above SIZE/64), e.g. 16MiB")
+    p.add_argument("--repeat", type=int, metavar="N", help="exactly N samples per measurement (default: adaptive)")
+    p.add_argument("--no-plots", action="store_true", help="write results.json and report.md only")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--list", action="store_true", help="list the workloads and peers, then exit")
+    p.add_argument(
+        "--compare", nargs=2, metavar=("OLD", "NEW"), help="print what got faster or slower between two results.json"
+    )
+    p.add_argument("--threshold", type=float, default=0.10, help="--compare: smallest change shown (default 0.10)")
+    return p
+
+
+def _list() -> None:
+    from freight.bench.peers import PEERS, for_kind
+    from freight.bench.workloads import WORKLOADS
+
+    for w in WORKLOADS:
+        sizes = w.sizes_for(False, None)
+        span = f"{w.label(sizes[0])} .. {w.label(sizes[-1])}" if w.axis != "case" else ", ".join(map(str, sizes))
+        peers = ", ".join(p.name + (" (not installed)" if p.missing() else "") for p in for_kind(w.kind, PEERS))
+        print(f"{w.group:12} {w.name:18} {span}\n{'':31}{peers}")
+
+
+def _summary(results: dict) -> None:
+    from freight.bench.report import losses
+
+    lost = losses(results)
+    n = len(results["measurements"])
+    print(f"{n} measurements in {results['elapsed_s']} s; freight slower in {len(lost)} comparisons:")
+    for w, d, label, vs, r in lost[:40]:
+        print(f"  {w:18} {d:5} {label:>12}  {vs}: {r:.2f}×")
+    if len(lost) > 40:
+        print(f"  ... and {len(lost) - 40} more (report.md lists them all)")
+    for e in results["errors"]:
+        print(f"  error: {e}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.list:
+        _list()
+        return 0
+    if args.compare:
+        from freight.bench.report import compare
+
+        print(compare(*args.compare, threshold=args.threshold))
+        return 0
+    from freight.bench.report import render
+    from freight.bench.runner import Settings, run
+    from freight.bench.workloads import select
+
+    try:
+        workloads = select(args.only)
+        max_bytes = parse_size(args.max_size) if args.max_size else None
+    except ValueError as exc:
+        print(f"freight bench: {exc}", file=sys.stderr)
+        return 2
+    if args.repeat is not None and args.repeat < 1:
+        print("freight bench: --repeat must be at least 1", file=sys.stderr)
+        return 2
+    plots_ok = not args.no_plots
+    if plots_ok:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(
+                "freight bench: matplotlib is not installed (pip install 'freight[bench]'); no plots", file=sys.stderr
+            )
+            plots_ok = False
+    os.makedirs(args.out, exist_ok=True)
+    settings = Settings.make(args.quick, max_bytes, args.repeat)
+    results = run(workloads, settings, progress=not args.no_progress)
+    plots: list[str] = []
+    if plots_ok:
+        from freight.bench.plots import write_plots
+
+        plots = write_plots(results, args.out)
+    results["plots"] = plots
+    with open(os.path.join(args.out, "results.json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    with open(os.path.join(args.out, "report.md"), "w") as fh:
+        fh.write(render(results, plots))
+    _summary(results)
+    print(f"wrote {args.out}/results.json, report.md and {len(plots)} plots")
+    return 1 if results["errors"] else 0
