@@ -609,3 +609,103 @@ def test_scipy_forged_structures_are_refused(kind, meta):
         print("REFUSED" if refused else "LOADED")
         """
     )
+
+
+# -- payload-controlled indices handed to C libraries: Arrow, torch, pandas, TensorFlow ----------
+# Each case was crafted by reading the serializer's load path (not only by random mutation) and
+# run under glibc's heap checks and AddressSanitizer (see fuzz/loads_mutations.py --asan).
+
+# Runs in the child: loads every (name, tag, meta, frames) in CASES and prints the names that
+# loaded, then REFUSED when none did. A case that crashes the child fails the test.
+ALL_REFUSED = """
+loaded = []
+for name, tag, meta, frames in CASES:
+    refused, value = load_or_refuse(forge(tag, meta, frames))
+    if not refused:
+        repr(value)
+        loaded.append(name)
+import gc; gc.collect()
+print("LOADED", loaded) if loaded else print("REFUSED")
+"""
+
+ARROW_FORGE = """
+import pyarrow as pa
+from freight.serializers.arrow import _type_wire
+
+frames = []
+
+
+def frame(data):
+    frames.append(np.asarray(data).tobytes())
+    return len(frames) - 1
+
+
+def arr(t, length, buffers, children=()):
+    return {"type": _type_wire(t), "length": length, "null_count": 0, "offset": 0, "buffers": buffers,
+            "children": list(children)}
+
+
+def ints(n, dtype=np.int64, validity=None):
+    return arr(pa.from_numpy_dtype(dtype), n, [validity, frame(np.arange(n, dtype=dtype))])
+
+
+def entries(keys, validity=None):
+    t = pa.struct([pa.field("key", pa.int64(), nullable=False), ("value", pa.int64())])
+    return arr(t, 2, [validity], [keys, ints(2)])
+"""
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        # A dictionary type as plain buffers: pyarrow builds a DictionaryArray without its
+        # dictionary ("Check failed: (data->dictionary) != (nullptr)", SIGABRT).
+        "arr(pa.dictionary(pa.int32(), pa.string()), 3, [None, frame(np.array([0, 5, 10**5], np.int32))])",
+        # Children whose type is not the one the parent type declares: list, fixed-size list and
+        # run-end encoded constructors check the type id with ARROW_CHECK (SIGABRT).
+        "arr(pa.list_(pa.int64()), 2, [None, frame(np.array([0, 1, 2], np.int32))], [ints(2, np.int32)])",
+        "arr(pa.list_(pa.string()), 2, [None, frame(np.array([0, 1, 2], np.int32))], [ints(2)])",
+        "arr(pa.list_(pa.string(), 1), 2, [None], [ints(2)])",
+        "arr(pa.run_end_encoded(pa.int32(), pa.string()), 4, [None], [ints(2, np.int32), ints(2)])",
+        "arr(pa.list_(pa.dictionary(pa.int32(), pa.string())), 2, [None, frame(np.array([0, 1, 2], np.int32))],"
+        " [ints(2, np.int32)])",
+        # Maps: null keys, null entries, entries that are not a struct (ARROW_CHECK_OK, SIGABRT).
+        "arr(pa.map_(pa.int64(), pa.int64()), 1, [None, frame(np.array([0, 2], np.int32))],"
+        " [entries(ints(2, validity=frame(np.array([0], np.uint8))))])",
+        "arr(pa.map_(pa.int64(), pa.int64()), 1, [None, frame(np.array([0, 2], np.int32))],"
+        " [entries(ints(2), validity=frame(np.array([1], np.uint8)))])",
+        "arr(pa.map_(pa.int64(), pa.int64()), 1, [None, frame(np.array([0, 2], np.int32))], [ints(2)])",
+    ],
+    ids=[
+        "dictionary-without-dictionary",
+        "list-child-int32-for-int64",
+        "list-child-int64-for-string",
+        "fixed-size-list-child-type",
+        "run-end-values-type",
+        "list-of-dictionary-child-int",
+        "map-null-keys",
+        "map-null-entries",
+        "map-entries-not-a-struct",
+    ],
+)
+def test_arrow_children_that_arrow_aborts_on_are_refused_not_a_sigabrt(meta):
+    run_isolated(ARROW_FORGE, f"CASES = [('case', 'pyarrow.Array', {meta}, frames)]\n", ALL_REFUSED)
+
+
+def test_arrow_arrays_the_child_checks_must_not_refuse_still_load():
+    import pyarrow as pa
+
+    keys = pa.Array.from_buffers(pa.int64(), 3, [pa.py_buffer(b"\x07"), pa.py_buffer(np.arange(3).tobytes())])
+    values = [
+        pa.array(["a" * 20, None, "short", "b" * 13], type=pa.string_view()),  # variadic buffers: by IPC
+        pa.array([b"x" * 40, b""], type=pa.binary_view()),
+        pa.MapArray.from_arrays([0, 1, 3], keys, pa.array([1, 2, 3])),  # keys with an all-valid bitmap
+        pa.array([[(1, "a")], None, [(2, None)]], type=pa.map_(pa.int64(), pa.string())).slice(1),
+        pa.array([{"d": "x"}, {"d": "y"}], pa.struct([("d", pa.string())])).cast(
+            pa.struct([("d", pa.dictionary(pa.int8(), pa.string()))])
+        ),
+        pa.array([[[1], [2, 3]], None], pa.list_(pa.large_list(pa.int16()))),
+    ]
+    for value in values:
+        out = freight.loads(freight.dumps(value), allow_pickle=False)
+        assert out.equals(value), value.type

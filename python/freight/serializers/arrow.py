@@ -67,6 +67,12 @@ def _children(arr: pa.Array) -> list[pa.Array]:
     return []
 
 
+def _is_view(t: pa.DataType) -> bool:
+    """Whether values of this type live in a variable number of data buffers (string_view and
+    binary_view), which ``num_buffers`` does not count: sent as IPC."""
+    return pa.types.is_string_view(t) or pa.types.is_binary_view(t)
+
+
 def _array_meta(arr: pa.Array, frames: list[Any]) -> dict[str, Any]:
     t = arr.type
     if isinstance(arr, pa.ExtensionArray):
@@ -77,6 +83,8 @@ def _array_meta(arr: pa.Array, frames: list[Any]) -> dict[str, Any]:
             "indices": _array_meta(arr.indices, frames),
             "dictionary": _array_meta(arr.dictionary, frames),
         }
+    if _is_view(t):
+        raise _ByIpc
     if t.num_fields and arr.offset:
         arr = pa.concat_arrays([arr])  # nested children are offset-adjusted: start at 0
     buffers = []
@@ -130,7 +138,7 @@ def _array_from(meta: dict[str, Any], frames: list[memoryview]) -> pa.Array:
             _array_from(meta["indices"], frames), _array_from(meta["dictionary"], frames), ordered=t.ordered
         )
     buffers = [None if i is None else pa.py_buffer(frames[_frame_index(i, frames)]) for i in meta["buffers"]]
-    children = [_array_from(child, frames) for child in meta["children"]]
+    children = _checked_children(t, [_array_from(child, frames) for child in meta["children"]])
     length, offset = meta["length"], meta["offset"]
     if not (isinstance(length, int) and isinstance(offset, int) and length >= 0 and offset >= 0):
         raise ValueError(f"an Arrow array needs a length and offset >= 0, not {length!r} and {offset!r}")
@@ -138,6 +146,31 @@ def _array_from(meta: dict[str, Any], frames: list[memoryview]) -> pa.Array:
     arr = pa.Array.from_buffers(t, length, buffers, null_count=-1, offset=offset, children=children or None)
     _validate(arr)
     return arr
+
+
+def _checked_children(t: pa.DataType, children: list[pa.Array]) -> list[pa.Array]:
+    """What Arrow's array constructors assume of an array built from buffers, checked before
+    ``from_buffers``: they abort the process (ARROW_CHECK, before any validation can run) on a
+    dictionary type without its dictionary, a child whose type is not the one the parent type
+    declares (list, fixed-size list, run-end encoded), and a map whose entries or keys have
+    nulls. freight writes dictionaries and extension arrays in their own forms, never as buffers."""
+    if pa.types.is_dictionary(t) or isinstance(t, pa.BaseExtensionType) or _is_view(t):
+        raise ValueError(f"an Arrow array of type {t} does not travel as buffers")
+    if len(children) != t.num_fields:
+        raise ValueError(f"an Arrow array of type {t} has {len(children)} children, not {t.num_fields}")
+    for i, child in enumerate(children):
+        declared = t.field(i).type
+        if not child.type.equals(declared):
+            raise ValueError(f"an Arrow array of type {t} has a child of type {child.type}, not {declared}")
+    if pa.types.is_map(t):
+        entries = children[0]
+        keys, items = entries.field(0), entries.field(1)
+        if entries.null_count or keys.null_count:
+            raise ValueError("an Arrow map array has null entries or null keys")
+        # The entries again, over exactly the keys counted above: the map's constructor reads
+        # the keys' null count as stored, which must be known (and 0), not left to count.
+        children = [pa.StructArray.from_arrays([keys, items], fields=list(entries.type))]
+    return children
 
 
 def _frame_index(i: Any, frames: list[memoryview]) -> int:
