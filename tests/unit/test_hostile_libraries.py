@@ -709,3 +709,161 @@ def test_arrow_arrays_the_child_checks_must_not_refuse_still_load():
     for value in values:
         out = freight.loads(freight.dumps(value), allow_pickle=False)
         assert out.equals(value), value.type
+
+
+TORCH_CASES = """
+import torch
+
+
+def dense(a, dtype="torch.int64"):
+    return {"data": np.asarray(a), "dtype": dtype, "device": "cpu", "requires_grad": False}
+
+
+def sparse(layout="torch.sparse_coo", **change):
+    meta = {"layout": layout, "indices": dense([[0, 1, 2], [0, 1, 2]]),
+            "values": dense(np.ones(3, np.float32), "torch.float32"), "size": (4, 4), "coalesced": False,
+            "device": "cpu", "requires_grad": False}
+    meta.update(change)
+    return meta
+
+
+CASES = [(name, "torch.Tensor", meta, ()) for name, meta in [
+    ("index-past-the-size", sparse(indices=dense([[0, 1, 9], [0, 1, 2]]))),
+    ("negative-index", sparse(indices=dense([[0, -1, 2], [0, 1, 2]]))),
+    ("int32-indices", sparse(indices=dense(np.array([[0, 1, 2]] * 2, np.int32), "torch.int32"))),
+    ("float-indices-truncated", sparse(indices=dense([[0.0, 1.0, 3.99]] * 2, "torch.float64"))),
+    ("nan-indices", sparse(indices=dense([[0.0, 1.0, np.nan]] * 2, "torch.float64"))),
+    ("coalesced-lie", sparse(indices=dense([[2, 1, 1], [0, 1, 1]]), coalesced=True)),
+    ("more-values-than-indices", sparse(values=dense(np.ones(5, np.float32), "torch.float32"))),
+    ("negative-size", sparse(size=(-4, 4))),
+    ("size-rank-short", sparse(size=(4,))),
+    ("size-numel-overflow", sparse(size=(2**63 - 1, 2**63 - 1))),
+    ("size-beyond-int64", sparse(size=(2**70, 4))),
+    ("hybrid-values-without-dense-dim", sparse(values=dense(np.ones((3, 2), np.float32), "torch.float32"))),
+    ("csr-index-past-the-size", sparse("torch.sparse_csr", indices=dense([[0, 1, 7], [0, 1, 2]]))),
+    ("csr-of-3-sparse-dims", sparse("torch.sparse_csr", size=(4, 4, 4), indices=dense([[0, 1, 2]] * 3))),
+    ("bsr-without-blocksize", sparse("torch.sparse_bsr")),
+    ("bsr-blocksize-zero", sparse("torch.sparse_bsr", blocksize=(0, 0))),
+    ("bsr-blocksize-not-tiling", sparse("torch.sparse_bsr", blocksize=(3, 3))),
+    ("bsc-blocksize-beyond-int64", sparse("torch.sparse_bsc", blocksize=(2**70, 2))),
+    ("bsr-blocksize-a-list", sparse("torch.sparse_bsr", blocksize="22")),
+]]
+"""
+
+
+def test_torch_sparse_indices_from_a_payload_are_refused_before_torch_kernels_see_them():
+    # The COO tensor is built with check_invariants=True (bounds, coalescing, sizes) before any
+    # conversion to a compressed layout, so torch's kernels only see indices torch checked.
+    run_isolated(TORCH_CASES, ALL_REFUSED)
+
+
+@pytest.mark.filterwarnings("ignore:Sparse BSR tensor support is in beta:UserWarning")
+@pytest.mark.filterwarnings("ignore:Sparse BSC tensor support is in beta:UserWarning")
+def test_torch_blocked_sparse_tensors_round_trip_with_their_block_size():
+    import torch
+
+    # Before the fix: loads failed ("to_sparse_bsr() missing 1 required positional arguments").
+    for t in [torch.eye(4).to_sparse_bsr((2, 2)), torch.arange(24.0).reshape(4, 6).to_sparse_bsc((2, 3))]:
+        out = freight.loads(freight.dumps(t), allow_pickle=False)
+        assert out.layout == t.layout and out.values().shape == t.values().shape
+        assert torch.equal(out.to_dense(), t.to_dense())
+
+
+PANDAS_CASES = """
+import pandas as pd
+
+
+def series(values, n=5):
+    return {"values": values, "index": {"range": (0, n, 1), "name": None}, "name": None, "attrs": {},
+            "allows_duplicate_labels": True}
+
+
+def sparse(**change):
+    values = {"sparse": np.array([10, 20]), "indices": np.array([1, 3], np.int32), "length": 5, "fill": 0,
+              "kind": "integer", "subtype": "int64"}
+    values.update(change)
+    return series(values)
+
+
+def categorical(codes):
+    categories = {"values": {"np": np.array([1.5, 2.5])}, "name": None}
+    return series({"codes": codes, "categories": categories, "ordered": False}, len(codes))
+
+
+CASES = [(name, "pandas.Series", meta, ()) for name, meta in [
+    ("sparse-position-past-the-length", sparse(indices=np.array([1, 5], np.int32))),
+    ("block-position-far-past-the-length", sparse(indices=np.array([1, 500000], np.int32), kind="block")),
+    ("sparse-negative-position", sparse(indices=np.array([-1, 3], np.int32))),
+    ("sparse-uint64-position", sparse(indices=np.array([1, 2**64 - 1], np.uint64))),
+    ("sparse-float-positions", sparse(indices=np.array([1.0, 3.0]))),
+    ("sparse-2d-positions", sparse(indices=np.array([[1, 3]], np.int32))),
+    ("sparse-more-values-than-positions", sparse(sparse=np.array([10, 20, 30]))),
+    ("sparse-negative-length", sparse(length=-5)),
+    ("sparse-length-beyond-int32", sparse(length=2**40)),
+    ("sparse-length-beyond-int64", sparse(length=2**70)),
+    ("sparse-values-of-another-dtype", sparse(sparse=np.array([1.5, np.nan]))),
+    ("sparse-shorter-than-the-index", dict(sparse(), index={"range": (0, 50, 1), "name": None})),
+    ("category-code-past-the-categories", categorical(np.array([0, 5], np.int8))),
+    ("category-code-below-minus-one", categorical(np.array([0, -2], np.int8))),
+    ("category-code-wrapping-in-int8", categorical(np.array([0, 2**40], np.int64))),
+    ("category-code-uint64", categorical(np.array([0, 2**64 - 1], np.uint64))),
+    ("category-float-codes", categorical(np.array([0.0, 1.0]))),
+]]
+"""
+
+
+def test_pandas_sparse_positions_and_category_codes_are_refused_before_pandas_indexes_with_them():
+    # pandas' Cython take/sparse kernels index with these unchecked; before the fix, the values of
+    # another dtype were cast silently (NaN to -9223372036854775808).
+    run_isolated(PANDAS_CASES, ALL_REFUSED)
+
+
+TENSORFLOW_CASES = """
+import tensorflow as tf
+
+
+def values(a, dtype="int32"):
+    return {"dtype": dtype, "device": "", "data": np.asarray(a, dtype=dtype)}
+
+
+def ragged(*levels):
+    levels = [{"splits": np.asarray(s, dtype=np.int64) if isinstance(s, list) else s, "uniform": u}
+              for s, u in levels]
+    return "tensorflow.RaggedTensor", {"values": values(np.arange(6)), "levels": levels}
+
+
+def sparse(indices, shape, vals=None):
+    indices = np.asarray(indices, dtype=np.int64)
+    return "tensorflow.SparseTensor", {"indices": indices, "shape": shape,
+                                       "values": vals or values(np.arange(len(indices)))}
+
+
+CASES = [(name, tag, meta, ()) for name, (tag, meta) in [
+    ("splits-past-the-values", ragged(([0, 2, 60], None))),
+    ("splits-short-of-the-values", ragged(([0, 2, 4], None))),
+    ("splits-decreasing", ragged(([0, 5, 2, 6], None))),
+    ("splits-not-starting-at-0", ragged(([1, 2, 6], None))),
+    ("splits-negative", ragged(([0, -2, 6], None))),
+    ("splits-float", ragged((np.array([0.0, 2.0, 6.0]), None))),
+    ("splits-empty", ragged(([], None))),
+    ("splits-2d", ragged((np.array([[0, 2, 6]]), None))),
+    ("uniform-row-length-not-tiling", ragged(([0, 2, 4, 6], 5))),
+    ("uniform-row-length-negative", ragged(([0, 2, 4, 6], -2))),
+    ("uniform-row-length-beyond-int64", ragged(([0, 2, 4, 6], 2**70))),
+    ("outer-splits-past-the-inner-rows", ragged(([0, 1, 9], None), ([0, 2, 6], None))),
+    ("levels-of-mixed-dtypes", ragged((np.array([0, 1, 2], np.int32), None), ([0, 2, 6], None))),
+    ("sparse-index-past-the-shape", sparse([[0, 1], [2, 30]], (4, 4))),
+    ("sparse-negative-index", sparse([[0, -1], [2, 3]], (4, 4))),
+    ("sparse-negative-shape", sparse(np.zeros((0, 2)), (-4, 4))),
+    ("sparse-shape-beyond-int64", sparse(np.zeros((0, 2)), (2**70, 4))),
+    ("sparse-index-rank-not-the-shape", sparse([[0, 1, 1]], (4, 4))),
+    ("sparse-values-2d", sparse([[0, 1], [2, 3]], (4, 4), values(np.zeros((2, 2))))),
+]]
+"""
+
+
+def test_tensorflow_ragged_splits_and_sparse_indices_are_refused_before_kernels_see_them():
+    # from_row_splits(validate=True) and freight's own bounds check of SparseTensor indices.
+    # Unsorted or repeated sparse indices load (TensorFlow allows unordered SparseTensors; its
+    # kernels check the order where they need it and raise InvalidArgumentError).
+    run_isolated(TENSORFLOW_CASES, ALL_REFUSED)

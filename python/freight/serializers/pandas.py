@@ -189,6 +189,10 @@ def _sparse(meta: dict[str, Any]) -> Any:
         raise ValueError("sparse positions must be integers, one per stored value, in an int32 length")
     if len(positions) and (positions[0] < 0 or positions[-1] >= length or (np.diff(positions) <= 0).any()):
         raise ValueError(f"sparse positions must increase strictly within [0, {length})")
+    subtype = dtype.subtype
+    if isinstance(subtype, np.dtype) and subtype.kind in "biufcmM" and values.dtype != subtype:
+        # pandas would cast them silently (NaN to the most negative int64, 1.5 to 1).
+        raise ValueError(f"sparse values of dtype {values.dtype} for a column of Sparse[{subtype}]")
     from_indices = getattr(pd.arrays.SparseArray, "from_indices", None)
     if from_indices is not None:
         return from_indices(

@@ -99,6 +99,13 @@ def _place(t: torch.Tensor, meta: dict[str, Any]) -> torch.Tensor:
     return t
 
 
+def _blocksize(value: Any) -> tuple[int, int]:
+    """A BSR/BSC block size from a payload (torch checks that it is positive and tiles the size)."""
+    if not (isinstance(value, tuple) and len(value) == 2 and all(type(d) is int for d in value)):
+        raise DeserializationError(f"a blocked sparse tensor needs a block size of two ints, not {value!r}")
+    return value
+
+
 class TensorSerializer(LibrarySerializer):
     tag = "torch.Tensor"
     types = (torch.Tensor,)
@@ -109,7 +116,7 @@ class TensorSerializer(LibrarySerializer):
         if t.layout == torch.strided:
             return _dense_meta(t), []
         coo = t if t.layout == torch.sparse_coo else t.to_sparse_coo()
-        return {
+        meta = {
             "layout": str(t.layout),
             "indices": _dense_meta(coo._indices()),
             "values": _dense_meta(coo._values()),
@@ -117,11 +124,19 @@ class TensorSerializer(LibrarySerializer):
             "coalesced": bool(coo.is_coalesced()),
             "device": str(t.device),
             "requires_grad": bool(t.requires_grad),
-        }, []
+        }
+        if t.layout in (torch.sparse_bsr, torch.sparse_bsc):
+            # The conversion back from COO needs the block size (the blocks' two sparse dims).
+            end = t.values().dim() - t.dense_dim()
+            meta["blocksize"] = tuple(int(d) for d in t.values().shape[end - 2 : end])
+        return meta, []
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
         if "layout" not in meta:
             return _dense_from(meta)
+        if meta["indices"]["dtype"] != "torch.int64":
+            # torch would convert other dtypes (floats truncated, NaN to the most negative int).
+            raise DeserializationError(f"sparse tensor indices must be torch.int64, not {meta['indices']['dtype']}")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
             # check_invariants: indices from a payload are checked, so a malformed one raises
@@ -135,7 +150,8 @@ class TensorSerializer(LibrarySerializer):
             )
             layout = {str(k): v for k, v in _SPARSE.items()}.get(meta["layout"])
             if layout is not None:
-                t = getattr(t, layout)()
+                blocked = meta["layout"] in ("torch.sparse_bsr", "torch.sparse_bsc")
+                t = getattr(t, layout)(*([_blocksize(meta.get("blocksize"))] if blocked else []))
         return _place(t, meta)
 
 
