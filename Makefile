@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
-TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler
+TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler "proxystore[redis]" ray
 
 .PHONY: help
 help:  ## Show this help
@@ -64,8 +64,16 @@ $(S3S_FS):
 .PHONY: test-server
 test-server: $(S3S_FS)  ## Install the S3-compatible test server (s3s-fs) into .tools/bin
 
+# redis-server (the Debian package) for the ProxyStore tests: a fixture starts it on a free
+# loopback port. Installed with apt-get when missing (as root, else through sudo).
+.PHONY: redis
+redis:  ## Install redis-server (Debian package) for the ProxyStore tests, when missing
+	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { \
+		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends redis-server; }
+
 .PHONY: test-python
-test-python: build $(S3S_FS)  ## pytest (unit, golden payloads, Scaler end to end)
+test-python: build $(S3S_FS) redis  ## pytest (unit, golden payloads, Scaler, Dask, ProxyStore, Ray end to end)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: test
