@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
-TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler "proxystore[redis]" ray
+TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe,distributed]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler matplotlib "proxystore[redis]" ray
 
 .PHONY: help
 help:  ## Show this help
@@ -79,28 +79,35 @@ test-python: build $(S3S_FS) redis  ## pytest (unit, golden payloads, Scaler, Da
 .PHONY: test
 test: test-rust test-python  ## Everything: cargo test and pytest
 
-BENCH_DEPS := lz4 zstandard safetensors
+# The peers freight bench compares with (none of them is a freight dependency), its progress bar,
+# and distributed at the version of the installed dask.
+BENCH_DEPS := tqdm lz4 zstandard safetensors proxystore pyfory msgspec dill blosc2
+BENCH_OUT := benchmarks/results
 
 .PHONY: bench
-bench: build $(S3S_FS)  ## Benchmarks against pickle, cloudpickle, numpy.save, arr.copy(), lz4, zstandard, each library's own formats, cp and boto3
-	$(PIP) install -q $(BENCH_DEPS)
+bench: build $(S3S_FS)  ## freight bench (every workload and peer, over sizes: report + plots in benchmarks/results), then the target scripts
+	$(PIP) install -q $(BENCH_DEPS) "distributed==$$($(PY) -c 'import dask; print(dask.__version__)')"
+	$(PY) -m freight bench --out $(BENCH_OUT)
+	cp $(BENCH_OUT)/pandas.png docs/bench-pandas.png
+	cp $(BENCH_OUT)/numpy-float64.png docs/bench-numpy-float64.png
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_compression.py
 	$(PY) benchmarks/bench_libraries.py
 	$(PY) benchmarks/bench_storage.py
 
 # Fuzzing: cargo-fuzz (libFuzzer, AddressSanitizer) on freight-core's targets, then the
-# Python-level mutation campaign over every serializer's payloads with glibc's heap checks.
+# Python-level mutation campaign over every serializer's payloads with glibc's heap checks, then
+# the same campaign against an AddressSanitizer build of the extension (fuzz-asan).
 # RUSTC_BOOTSTRAP=1 lets the stable toolchain use the sanitizer flags cargo-fuzz passes.
 FUZZ_S ?= 180
-FUZZ_TARGETS := payload_open payload_split tree_walk decompress checksum signature sparse_indices
+FUZZ_TARGETS := payload_open payload_split tree_walk decompress checksum signature sparse_indices string_offsets
 CARGO_FUZZ := .tools/bin/cargo-fuzz
 
 $(CARGO_FUZZ):
 	cargo install cargo-fuzz --locked --root .tools
 
 .PHONY: fuzz
-fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, then Python loads over every serializer)
+fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, then Python loads over every serializer, also under ASan)
 	cd crates/freight-core && for t in $(FUZZ_TARGETS); do \
 		mkdir -p fuzz/corpus/$$t; cp ../../tests/golden/v1/*.frt fuzz/corpus/$$t/ 2>/dev/null; \
 		RUSTC_BOOTSTRAP=1 ../../$(CARGO_FUZZ) run -O $$t -- -max_total_time=$(FUZZ_S) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 2>&1 \
@@ -108,6 +115,35 @@ fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, 
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 	PYTHONMALLOC=malloc MALLOC_CHECK_=3 $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S)
+	$(MAKE) --no-print-directory fuzz-asan
+
+# The AddressSanitizer build of the extension lives apart from the release one in the virtualenv:
+# its own cargo target folder, and a copy of the Python package under .tools/asan-pkg that the
+# campaign puts first on PYTHONPATH (every child checks it loaded that extension). --target keeps
+# build scripts and proc-macros uninstrumented; fat LTO is off to build in a few minutes. Rust
+# does not link the ASan runtime into a cdylib: gcc's libasan is preloaded into the interpreter,
+# and PYTHONMALLOC=malloc sends Python's own allocations through it too.
+ASAN_TARGET := .tools/asan-target
+ASAN_PKG := .tools/asan-pkg
+ASAN_LIB := $(ASAN_TARGET)/x86_64-unknown-linux-gnu/release/lib_freight.so
+ASAN_OPTIONS_FUZZ := detect_leaks=0:allocator_may_return_null=1:handle_abort=1:detect_odr_violation=0
+FUZZ_JOBS ?= 1
+
+$(ASAN_LIB): $(STAMP) $(EXT_SOURCES)
+	CARGO_TARGET_DIR=$(ASAN_TARGET) RUSTC_BOOTSTRAP=1 PYO3_PYTHON=$(abspath $(PY)) \
+	RUSTFLAGS="--cfg pyo3_disable_reference_pool -Zsanitizer=address" \
+	CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+	CARGO_PROFILE_RELEASE_DEBUG=1 CARGO_PROFILE_RELEASE_STRIP=none \
+		cargo build -q -p freight-py --release --lib --features testing,pyo3/extension-module \
+		--target x86_64-unknown-linux-gnu
+
+.PHONY: fuzz-asan
+fuzz-asan: $(ASAN_LIB)  ## The Python campaign (FUZZ_S seconds) against an AddressSanitizer build of the extension
+	rm -rf $(ASAN_PKG) && mkdir -p $(ASAN_PKG) && cp -r python/freight $(ASAN_PKG)/
+	find $(ASAN_PKG) \( -name '_freight*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
+	cp $(ASAN_LIB) $(ASAN_PKG)/freight/_freight$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=$(ASAN_OPTIONS_FUZZ) PYTHONMALLOC=malloc \
+	PYTHONPATH=$(ASAN_PKG) $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S) --jobs $(FUZZ_JOBS) --extension $(ASAN_PKG)
 
 LINT_DEPS := ruff mypy
 LINT_STAMP := $(VENV)/.lint-deps-installed

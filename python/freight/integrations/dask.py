@@ -1,0 +1,295 @@
+"""Dask distributed integration: freight as a serialization family and per-type serializer.
+
+One line on the client::
+
+    import freight.integrations.dask as fd
+
+    client = Client(cluster)
+    fd.install(client)  # the client, the scheduler and every worker, now and later ones
+
+What it does, and why in two ways (from distributed's own code, 2026.8):
+
+1. **A family named "freight"** (``register_serialization_family``): its ``dumps`` returns a
+   msgpack-able header and freight's frames (``dumps_frames``: views of the objects' memory, no
+   copy) and its ``loads`` takes them back with ``loads_frames``, which views the frames Dask hands
+   over without copying when they are writable (Dask reads messages into writable buffers). A
+   family reaches only the messages whose ``serializers`` name it: the client's scatter, gather
+   and the results it receives. :func:`install` puts "freight" first there.
+2. **Per type** (``dask_serialize`` / ``dask_deserialize``): task arguments inside the graph are
+   pickled, worker-to-worker transfers use ``("dask", "pickle")`` and spilling uses the defaults,
+   so a family alone never reaches them. freight registers itself for the types where it beats
+   Dask's own handling (measured, see docs/integrations/dask.md), for values of at least
+   ``min_bytes`` (``dask.sizeof``): smaller ones go the way Dask sends them without freight, since
+   freight's fixed cost per table is higher than pickle's today. Dask registers its own handlers
+   for some of these types lazily on first lookup, which would overwrite an earlier registration:
+   freight triggers that lookup first and keeps Dask's handler for the small values.
+
+Workers get both through a ``WorkerPlugin`` (``client.register_plugin``: it also reaches workers
+that join later), the scheduler through a ``SchedulerPlugin``. Without code on the client, a
+worker preload does the same: ``dask worker --preload freight.integrations.dask`` (or the config
+``distributed.worker.preload: [freight.integrations.dask]``), with options from the Dask config
+key ``freight`` (``freight: {allow_pickle: false, compression: lz4}``).
+
+The options are :class:`freight.Freight`'s (``allow_pickle``, ``compression``, ``key``, ...).
+They travel to the workers inside the plugin, over the cluster's own connections: use TLS
+(``distributed.comm.tls``) if a ``key`` must not cross the network in the clear.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import freight
+from freight import _api
+from freight.exceptions import FreightError, SerializationError
+
+__all__ = [
+    "DESERIALIZERS",
+    "FAMILY",
+    "SERIALIZERS",
+    "TYPES",
+    "FreightSchedulerPlugin",
+    "FreightWorkerPlugin",
+    "install",
+    "install_local",
+    "stats",
+]
+
+logger = logging.getLogger("freight.integrations.dask")
+
+FAMILY = "freight"
+#: what :func:`install` selects on the client: freight first, Dask's own after it
+SERIALIZERS = (FAMILY, "dask", "pickle")
+#: what the client accepts back ("error" carries a worker's failure to serialize)
+DESERIALIZERS = (FAMILY, "dask", "pickle", "msgpack", "error")
+#: the types freight takes over from Dask at or above ``min_bytes`` (module, class name)
+TYPES = (
+    ("pandas", "DataFrame"),
+    ("pandas", "Series"),
+    ("polars", "DataFrame"),
+    ("pyarrow", "Table"),
+    ("torch", "Tensor"),
+)
+#: below this size (``dask.sizeof``) a value of those types goes Dask's own way
+MIN_BYTES = 1 << 20
+
+_lock = threading.Lock()
+_codec: freight.Freight = _api._DEFAULT
+_min_bytes = MIN_BYTES
+_registered: dict[type, tuple[Callable[..., Any] | None, Callable[..., Any] | None]] = {}
+_counts = {"family_dumps": 0, "family_loads": 0, "type_dumps": 0, "type_loads": 0, "type_passed": 0}
+
+
+def stats() -> dict[str, int]:
+    """How many values this process encoded and decoded through freight, by path (a copy):
+    ``family_*`` (the "freight" family), ``type_*`` (per-type handlers), ``type_passed`` (small
+    values handed to Dask's own handling)."""
+    return dict(_counts)
+
+
+# -- the family -------------------------------------------------------------------------------------
+
+
+def _family_dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
+    try:
+        frames = _codec.dumps_frames(x)
+    except SerializationError as exc:
+        # nothing in freight can encode it: let the next family ("dask", "pickle") try
+        raise NotImplementedError(str(exc)) from exc
+    _counts["family_dumps"] += 1
+    return {"freight": 1}, list(frames)
+
+
+def _family_loads(header: dict[str, Any], frames: list[Any]) -> Any:
+    _counts["family_loads"] += 1
+    return _codec.loads_frames(frames)
+
+
+# -- per type ---------------------------------------------------------------------------------------
+
+
+def _nbytes(x: Any) -> int:
+    """The size of a value's data: the library's own figure where it has one (dask.sizeof knows
+    pandas, but not polars, and would count a polars frame as a small Python object)."""
+    for attr in ("estimated_size", "nbytes"):  # polars; pyarrow, numpy
+        size = getattr(x, attr, None)
+        if size is not None and not hasattr(x, "memory_usage"):
+            return int(size() if callable(size) else size)
+    if hasattr(x, "element_size"):  # torch
+        return int(x.nelement() * x.element_size())
+    from dask.sizeof import sizeof
+
+    return int(sizeof(x))
+
+
+def _make_type_handlers(cls: type, dask_dumps: Callable[..., Any] | None, dask_loads: Callable[..., Any] | None):
+    """The (dumps, loads) freight registers for ``cls``: freight's frames at or above min_bytes,
+    below it Dask's own handler for the type (or, if it has none, pickle)."""
+
+    def dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
+        if _nbytes(x) >= _min_bytes:
+            _counts["type_dumps"] += 1
+            return {"freight": 1}, list(_codec.dumps_frames(x))
+        _counts["type_passed"] += 1
+        if dask_dumps is None:
+            raise NotImplementedError("a small value: Dask pickles it")  # serialize() tries "pickle" next
+        header, frames = dask_dumps(x)
+        return {"freight": 0, "dask": header}, list(frames)
+
+    def loads(header: dict[str, Any], frames: list[Any]) -> Any:
+        if header.get("freight"):
+            _counts["type_loads"] += 1
+            return _codec.loads_frames(frames)
+        if dask_loads is None:  # pragma: no cover - a sender with another registration
+            raise freight.DeserializationError(
+                f"a {cls.__qualname__} was sent with Dask's own handler, which this process lacks: "
+                "install freight the same way (freight.integrations.dask.install) on the whole cluster"
+            )
+        return dask_loads(header["dask"], frames)
+
+    return dumps, loads
+
+
+def _register_type(module: str, name: str) -> None:
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return  # the library is not installed here: nothing of that type will arrive
+    if cls in _registered:
+        return
+    from distributed.protocol.serialize import dask_deserialize, dask_serialize
+
+    # Looking the type up first makes Dask run its lazy registration for the module now (it
+    # would overwrite ours later); what it finds is kept for the values under min_bytes.
+    previous: list[Callable[..., Any] | None] = []
+    for dispatch in (dask_serialize, dask_deserialize):
+        try:
+            previous.append(dispatch.dispatch(cls))
+        except TypeError:
+            previous.append(None)
+    _registered[cls] = (previous[0], previous[1])
+    dumps, loads = _make_type_handlers(cls, previous[0], previous[1])
+    dask_serialize.register(cls)(dumps)
+    dask_deserialize.register(cls)(loads)
+
+
+def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tuple[str, str]] = TYPES,
+                  min_bytes: int = MIN_BYTES) -> None:  # fmt: skip
+    """Registers the family and the per-type handlers in this process, with ``options`` for
+    :class:`freight.Freight`. Idempotent; the last call's options win."""
+    global _codec, _min_bytes
+    from distributed.protocol.serialize import register_serialization_family
+
+    with _lock:
+        _codec = freight.Freight(**options) if options else _api._DEFAULT
+        _min_bytes = int(min_bytes)
+        register_serialization_family(FAMILY, _family_dumps, _family_loads)
+        for module, name in types:
+            _register_type(module, name)
+
+
+# -- plugins ----------------------------------------------------------------------------------------
+
+try:
+    from distributed.diagnostics.plugin import SchedulerPlugin as _SchedulerPluginBase
+    from distributed.diagnostics.plugin import WorkerPlugin as _WorkerPluginBase
+except ImportError:  # pragma: no cover - distributed is optional
+    _SchedulerPluginBase = object  # type: ignore[assignment,misc]
+    _WorkerPluginBase = object  # type: ignore[assignment,misc]
+
+
+class FreightWorkerPlugin(_WorkerPluginBase):  # type: ignore[misc,valid-type]
+    """Runs :func:`install_local` on each worker when it starts (and on workers that join later)."""
+
+    name = "freight"
+    idempotent = False
+
+    def __init__(self, options: dict[str, Any] | None = None, types: Iterable[tuple[str, str]] = TYPES,
+                 min_bytes: int = MIN_BYTES) -> None:  # fmt: skip
+        self.options = dict(options or {})
+        self.types = tuple(tuple(t) for t in types)
+        self.min_bytes = min_bytes
+
+    def setup(self, worker: Any) -> None:
+        install_local(self.options, types=self.types, min_bytes=self.min_bytes)
+
+
+class FreightSchedulerPlugin(_SchedulerPluginBase):  # type: ignore[misc,valid-type]
+    """Runs :func:`install_local` on the scheduler."""
+
+    name = "freight"
+
+    def __init__(self, options: dict[str, Any] | None = None, types: Iterable[tuple[str, str]] = TYPES,
+                 min_bytes: int = MIN_BYTES) -> None:  # fmt: skip
+        self.options = dict(options or {})
+        self.types = tuple(tuple(t) for t in types)
+        self.min_bytes = min_bytes
+
+    async def start(self, scheduler: Any) -> None:
+        install_local(self.options, types=self.types, min_bytes=self.min_bytes)
+
+
+def _worker_version() -> str:
+    import freight as f
+
+    return f.__version__
+
+
+def install(client: Any, *, types: Iterable[tuple[str, str]] = TYPES, min_bytes: int = MIN_BYTES,
+            **options: Any) -> None:  # fmt: skip
+    """Makes freight the serialization of ``client``'s cluster: the client, the scheduler and every
+    worker (workers that join later included), with ``options`` for :class:`freight.Freight`.
+
+    Raises:
+        TypeError: an option :class:`freight.Freight` does not accept (raised here, not on workers).
+        FreightError: a worker or the scheduler could not install freight (it names them and why;
+            usually freight is not installed there).
+    """
+    freight.Freight(**options)  # check the options here, once
+    types = tuple(tuple(t) for t in types)
+    install_local(options, types=types, min_bytes=min_bytes)
+    try:
+        with warnings.catch_warnings():
+            # installing again replaces the plugins (new options): Dask warns that it overwrites
+            warnings.filterwarnings("ignore", message=".*already contains a plugin with name freight")
+            client.register_plugin(FreightSchedulerPlugin(options, types, min_bytes))
+            client.register_plugin(FreightWorkerPlugin(options, types, min_bytes))
+    except Exception as exc:  # noqa: BLE001 - the cluster's error, explained
+        raise FreightError(
+            f"freight could not be installed on the Dask cluster: {type(exc).__name__}: {exc}. "
+            "Install freight (the same version as the client's) on the scheduler and every worker."
+        ) from exc
+    try:
+        versions = client.run(_worker_version)
+    except Exception as exc:  # noqa: BLE001
+        raise FreightError(
+            f"a Dask worker cannot import freight ({type(exc).__name__}: {exc}); install freight on every worker"
+        ) from exc
+    mismatched = {w: v for w, v in versions.items() if v != freight.__version__}
+    if mismatched:
+        logger.warning("freight versions differ from the client's %s: %s", freight.__version__, mismatched)
+    # Select the family first on this client's connections (scatter, gather, results).
+    client._serializers = SERIALIZERS
+    client._deserializers = DESERIALIZERS
+    client.rpc.serializers = SERIALIZERS
+    client.rpc.deserializers = DESERIALIZERS
+    if getattr(client, "scheduler", None) is not None:  # the scheduler's rpc, made at connection
+        client.scheduler.serializers = SERIALIZERS
+        client.scheduler.deserializers = DESERIALIZERS
+
+
+# -- worker preload -----------------------------------------------------------------------------------
+
+
+def dask_setup(worker: Any) -> None:
+    """``--preload freight.integrations.dask``: installs freight on this worker with the options
+    under the Dask config key ``freight`` (e.g. ``freight: {allow_pickle: false}``)."""
+    import dask
+
+    options = {k.replace("-", "_"): v for k, v in (dask.config.get("freight", default={}) or {}).items()}
+    install_local(options)
