@@ -84,3 +84,22 @@ class RecordingSerializer(FreightSerializer):  # type: ignore[misc,valid-type]
 def recorded_calls() -> list[tuple[str, str, tuple[tuple[str, Any], ...]]]:
     """The serializer calls seen so far by the worker process that runs this task."""
     return list(CALLS)
+
+
+WRONG_KEY_MARKER = "sign this argument with another key"
+
+
+class WrongKeySerializer(FreightSerializer):  # type: ignore[misc,valid-type]
+    """Signs one marked argument with a key the cluster does not use: a worker must refuse it."""
+
+    def serialize(self, obj: Any) -> bytes:
+        if isinstance(obj, str) and obj == WRONG_KEY_MARKER:
+            import freight
+
+            return freight.Freight(key=b"not the cluster's key, 32 bytes!").dumps(obj)
+        return super().serialize(obj)
+
+
+def payload_facts(obj: Any) -> dict[str, Any]:
+    """What the worker sees of a value it received: its type, and whether it is writable."""
+    return {"type": type(obj).__name__, "writeable": bool(getattr(getattr(obj, "flags", None), "writeable", True))}

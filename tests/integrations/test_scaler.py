@@ -248,3 +248,23 @@ def test_workers_use_the_shipped_serializer_and_options(cluster_address):
         # The client side went through the same serializer.
         assert ("serialize", "function", options) in scaler_tasks.CALLS
         assert ("deserialize", "int", options) in scaler_tasks.CALLS
+
+
+CLUSTER_KEY = b"the cluster's signing key, 32 by"
+
+
+def test_signed_compressed_strict_serializer_reaches_the_workers(cluster_address):
+    """compression and key travel with the serializer: values round-trip signed and compressed,
+    and a worker refuses an argument signed with another key. (allow_pickle=False cannot be a
+    Scaler option: the task function itself goes through the serializer, by reference, which is
+    pickle; the key is what authenticates a client's payloads.)"""
+    options = {"compression": "lz4", "key": CLUSTER_KEY}
+    arr = np.arange(200_000, dtype=np.int64) % 7  # compressible
+    with Client(address=cluster_address, serializer=scaler_tasks.WrongKeySerializer(**options)) as signed:
+        back = signed.submit(scaler_tasks.double, arr).result(timeout=RESULT_TIMEOUT)
+        np.testing.assert_array_equal(back, arr * 2)
+        info = freight.inspect(scaler_tasks.WrongKeySerializer(**options).serialize(arr))
+        assert info["signed"] and any(f["codec"] == "lz4" for f in info["frames"])
+        with pytest.raises(Exception) as refused:  # noqa: PT011 - Scaler wraps the worker's error
+            signed.submit(scaler_tasks.identity, scaler_tasks.WRONG_KEY_MARKER).result(timeout=RESULT_TIMEOUT)
+        assert "IntegrityError" in repr(refused.value) or "signature" in str(refused.value).lower()
