@@ -42,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the workloads and peers, then exit")
     p.add_argument(
+        "--engines",
+        action="store_true",
+        help="end to end on Dask, Scaler, ProxyStore and Ray: each engine's default against freight "
+        "(--only picks engines); writes engines.json, engines.md, engines.png",
+    )
+    p.add_argument(
         "--compare", nargs=2, metavar=("OLD", "NEW"), help="print what got faster or slower between two results.json"
     )
     p.add_argument("--threshold", type=float, default=0.10, help="--compare: smallest change shown (default 0.10)")
@@ -78,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         _list()
         return 0
+    if args.engines:
+        from freight.bench import engines
+
+        return engines.main(args.quick, args.only, args.out, args.repeat, progress=not args.no_progress)
     if args.compare:
         from freight.bench.report import compare
 

@@ -1,0 +1,192 @@
+"""``freight bench --engines``: each engine end to end, its default serialization against freight.
+
+One module per engine (``dask``, ``scaler``, ``proxystore``, ``ray``). An engine module has either
+``measure(serializer, quick)`` (one serializer, one fresh cluster: the runner calls it in a child
+process per serializer, alternating default and freight over the repeats so that machine noise
+hits both alike, and keeps each one's best time), or ``run(quick)`` (it interleaves the two
+itself). Both give rows ``{engine, workload, serializer, tasks, seconds, bytes}``.
+
+Targets (the engines issue): with freight, ≥ 1.5× the default's throughput on arrays and
+tables, ≥ 0.95× on tiny tasks.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from freight.bench.harness import markdown_table
+
+ENGINES = {"dask": "distributed", "scaler": "scaler", "proxystore": "proxystore", "ray": "ray"}
+SERIALIZERS = ("default", "freight")
+TINY = ("tiny tasks", "tiny values")
+
+
+def target(workload: str) -> float:
+    return 0.95 if workload.startswith(TINY) else 1.5
+
+
+def _child(engine: str, serializer: str, quick: bool) -> list[dict[str, Any]]:
+    cmd = [sys.executable, "-m", "freight.bench.engines", engine, serializer] + (["--quick"] if quick else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-12:]
+        raise RuntimeError(f"{engine} ({serializer}) failed:\n" + "\n".join(tail))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure_engine(engine: str, quick: bool, repeats: int) -> list[dict[str, Any]]:
+    module = importlib.import_module(f"freight.bench.engines.{engine}")
+    if hasattr(module, "measure"):
+        rows: list[dict[str, Any]] = []
+        for r in range(repeats):
+            order = SERIALIZERS if r % 2 == 0 else SERIALIZERS[::-1]
+            for serializer in order:
+                rows += _child(engine, serializer, quick)
+        return rows
+    return _child(engine, "all", quick)
+
+
+def best(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(engine, workload, serializer) -> the row with the least time."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in rows:
+        key = (row["engine"], row["workload"], row["serializer"])
+        if key not in out or row["seconds"] < out[key]["seconds"]:
+            out[key] = row
+    return out
+
+
+def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One line per engine and workload: both times, both throughputs, the ratio, the target."""
+    b = best(rows)
+    lines = []
+    for (engine, workload, serializer), row in b.items():
+        if serializer != "default" or (engine, workload, "freight") not in b:
+            continue
+        fr = b[(engine, workload, "freight")]
+        ratio = row["seconds"] / fr["seconds"]
+        lines.append({
+            "engine": engine, "workload": workload, "tasks": row["tasks"],
+            "default_s": row["seconds"], "freight_s": fr["seconds"],
+            "default_per_s": row["tasks"] / row["seconds"], "freight_per_s": fr["tasks"] / fr["seconds"],
+            "ratio": ratio, "target": target(workload), "met": ratio >= target(workload),
+        })  # fmt: skip
+    return lines
+
+
+def render(lines: list[dict[str, Any]], skipped: list[str], errors: list[str], machine: str) -> str:
+    rows = [
+        [ln["engine"], ln["workload"], str(ln["tasks"]), f"{ln['default_s']:.3f} s", f"{ln['freight_s']:.3f} s",
+         f"{ln['default_per_s']:.1f}", f"{ln['freight_per_s']:.1f}", f"{ln['ratio']:.2f}×",
+         f"≥ {ln['target']}×", "met" if ln["met"] else "**missed**"]
+        for ln in lines
+    ]  # fmt: skip
+    out = [
+        "# freight bench --engines",
+        "",
+        machine,
+        "",
+        "Each engine runs the same batches with its default serialization and with freight (best of the "
+        "repeats, default and freight alternating). Ratio = freight throughput ÷ default throughput.",
+        "",
+        markdown_table(
+            [
+                "engine",
+                "workload",
+                "tasks",
+                "default",
+                "freight",
+                "default tasks/s",
+                "freight tasks/s",
+                "ratio",
+                "target",
+                "",
+            ],
+            rows,
+        ),  # fmt: skip
+    ]
+    if skipped:
+        out += ["", "Not measured: " + "; ".join(skipped) + "."]
+    if errors:
+        out += ["", "## Errors", ""] + [f"- {e}" for e in errors]
+    return "\n".join(out) + "\n"
+
+
+def plot(lines: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{ln['engine']}\n{ln['workload']}" for ln in lines]
+    ratios = [ln["ratio"] for ln in lines]
+    colours = ["#2ca02c" if ln["met"] else "#d62728" for ln in lines]
+    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(lines) + 2), 5.5))
+    ax.bar(range(len(lines)), ratios, color=colours)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.axhline(1.5, color="#555555", linestyle="--", linewidth=0.8, label="target on arrays and tables (1.5×)")
+    ax.axhline(0.95, color="#999999", linestyle=":", linewidth=0.8, label="target on tiny tasks (0.95×)")
+    for i, r in enumerate(ratios):
+        ax.annotate(f"{r:.2f}×", (i, r), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
+    ax.set_xticks(range(len(lines)))
+    ax.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
+    ax.set_ylabel("throughput with freight ÷ with the default")
+    ax.set_title("End to end, each engine with its default serialization and with freight")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(quick: bool, only: str | None, out_dir: str, repeats: int | None, progress: bool = True) -> int:
+    from freight.bench.runner import machine_info
+
+    wanted = [e.strip() for e in only.split(",")] if only else list(ENGINES)
+    unknown = [e for e in wanted if e not in ENGINES]
+    if unknown:
+        print(f"freight bench --engines: unknown engine {', '.join(unknown)}: choose from {', '.join(ENGINES)}",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    repeats = repeats or (1 if quick else 2)
+    rows: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    errors: list[str] = []
+    started = time.time()
+    for engine in wanted:
+        if importlib.util.find_spec(ENGINES[engine]) is None:
+            skipped.append(f"{engine} ({ENGINES[engine]} not installed)")
+            continue
+        if importlib.util.find_spec(f"freight.bench.engines.{engine}") is None:
+            skipped.append(f"{engine} (no benchmark module)")
+            continue
+        if progress:
+            print(f"[engines] {engine} ...", file=sys.stderr, flush=True)
+        try:
+            rows += measure_engine(engine, quick, repeats)
+        except Exception as exc:  # noqa: BLE001 - one engine failing must not lose the others
+            errors.append(f"{engine}: {exc}")
+            print(f"[engines] {errors[-1]}", file=sys.stderr)
+    m = machine_info()
+    machine = f"{m['cpus']} CPUs ({m['cpu_model']}), Python {m['python']}; {'quick' if quick else 'full'} run, " \
+              f"{repeats} repeat(s), {time.time() - started:.0f} s."  # fmt: skip
+    lines = summary(rows)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "engines.json"), "w") as fh:
+        json.dump({"machine": m, "rows": rows, "summary": lines, "skipped": skipped, "errors": errors}, fh, indent=1)
+    text = render(lines, skipped, errors, machine)
+    with open(os.path.join(out_dir, "engines.md"), "w") as fh:
+        fh.write(text)
+    if lines:
+        try:
+            plot(lines, os.path.join(out_dir, "engines.png"))
+        except ImportError:
+            print("freight bench: matplotlib is not installed; no engines.png", file=sys.stderr)
+    print(text)
+    return 1 if errors else 0
