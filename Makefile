@@ -121,8 +121,9 @@ fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, 
 # its own cargo target folder, and a copy of the Python package under .tools/asan-pkg that the
 # campaign puts first on PYTHONPATH (every child checks it loaded that extension). --target keeps
 # build scripts and proc-macros uninstrumented; fat LTO is off to build in a few minutes. Rust
-# does not link the ASan runtime into a cdylib: gcc's libasan is preloaded into the interpreter,
-# and PYTHONMALLOC=malloc sends Python's own allocations through it too.
+# does not link the ASan runtime into a cdylib: gcc's libasan is preloaded into the interpreter
+# (with libstdc++, or ASan's __cxa_throw interceptor finds no real one and TensorFlow's first C++
+# exception aborts the process), and PYTHONMALLOC=malloc sends Python's allocations through it.
 ASAN_TARGET := .tools/asan-target
 ASAN_PKG := .tools/asan-pkg
 ASAN_LIB := $(ASAN_TARGET)/x86_64-unknown-linux-gnu/release/lib_freight.so
@@ -142,7 +143,8 @@ fuzz-asan: $(ASAN_LIB)  ## The Python campaign (FUZZ_S seconds) against an Addre
 	rm -rf $(ASAN_PKG) && mkdir -p $(ASAN_PKG) && cp -r python/freight $(ASAN_PKG)/
 	find $(ASAN_PKG) \( -name '_freight*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
 	cp $(ASAN_LIB) $(ASAN_PKG)/freight/_freight$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) ASAN_OPTIONS=$(ASAN_OPTIONS_FUZZ) PYTHONMALLOC=malloc \
+	LD_PRELOAD="$$(gcc -print-file-name=libasan.so) $$(gcc -print-file-name=libstdc++.so.6)" \
+	ASAN_OPTIONS=$(ASAN_OPTIONS_FUZZ) PYTHONMALLOC=malloc \
 	PYTHONPATH=$(ASAN_PKG) $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S) --jobs $(FUZZ_JOBS) --extension $(ASAN_PKG)
 
 LINT_DEPS := ruff mypy

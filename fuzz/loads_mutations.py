@@ -9,6 +9,10 @@ reported with its payload.
     python fuzz/loads_mutations.py --seconds 60            # all kinds, ~60 s in all
     python fuzz/loads_mutations.py --kinds scipy-csr --mutations 20000
     PYTHONMALLOC=malloc MALLOC_CHECK_=3 python fuzz/loads_mutations.py   # glibc checks the heap
+    make fuzz-asan    # against an AddressSanitizer build of the extension (see docs/SECURITY.md)
+
+With ``--extension PREFIX`` every child first checks that ``freight._freight`` was loaded from a
+path starting with PREFIX (the AddressSanitizer build, say) and the run stops at once otherwise.
 
 Exit status 1 when a child crashed or a non-freight exception escaped.
 """
@@ -29,15 +33,23 @@ from concurrent.futures import ThreadPoolExecutor
 KINDS = [
     "builtins", "numpy", "numpy-structured", "pandas", "polars", "pyarrow", "scipy-csr", "scipy-coo",
     "scipy-bsr", "scipy-dia", "torch", "torch-sparse", "xarray",
+    # Kinds added by the second round (payload-controlled indices), after the first ones so that a
+    # short run still reaches every kind above.
+    "pandas-sparse", "pyarrow-nested", "torch-sparse-compressed", "tf-ragged", "tf-sparse",
 ]  # fmt: skip
 
 CHILD = r"""
-import random, sys, warnings
+import os, random, sys, warnings
 warnings.simplefilter("ignore")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 import freight
+import freight._freight
 
-kind, seed, n, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+kind, seed, n, out, extension = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+if extension and not os.path.realpath(freight._freight.__file__).startswith(os.path.realpath(extension)):
+    print(f"WRONG-EXTENSION {freight._freight.__file__}", flush=True)
+    sys.exit(3)
 rng = random.Random(seed)
 
 
@@ -52,6 +64,23 @@ def value(kind):
         import pandas as pd
         return pd.DataFrame({"i": range(8), "f": np.arange(8.0), "s": list("abcdefgh"),
                              "c": pd.Categorical(list("xyxyxyxy")), "t": pd.date_range("2024", periods=8)})
+    if kind == "pandas-sparse":
+        import pandas as pd
+        return pd.DataFrame({"s": pd.arrays.SparseArray([0, 0, 1.5, 0, np.nan, 2.0, 0, 0]),
+                             "b": pd.arrays.SparseArray([0, 3, 0, 0, 0, 0, 4, 0], kind="block"),
+                             "c": pd.Categorical(list("xyzxyzxy")),
+                             "n": pd.array([1, None, 3, 4, 5, 6, 7, 8], "Int64")},
+                            index=pd.MultiIndex.from_product([["a", "b"], range(4)]))
+    if kind == "pyarrow-nested":
+        import pyarrow as pa
+        return pa.table({
+            "d": pa.array(list("abcabcab")).dictionary_encode(),
+            "m": pa.array([[(1, "x")], [], None, [(2, "y"), (3, None)]] * 2, type=pa.map_(pa.int64(), pa.string())),
+            "s": pa.array([{"a": i, "b": str(i)} for i in range(8)]),
+            "L": pa.array(["long string " * 3] * 8, type=pa.large_string()),
+            "ll": pa.array([[[1], [2, 3]], None] * 4, type=pa.list_(pa.large_list(pa.int16()))),
+            "f": pa.array([[1, 2]] * 8, type=pa.list_(pa.int8(), 2)),
+        })
     if kind == "polars":
         import polars as pl
         return pl.DataFrame({"i": range(8), "s": list("abcdefgh"), "f": [0.5] * 8})
@@ -67,6 +96,17 @@ def value(kind):
     if kind == "torch-sparse":
         import torch
         return torch.eye(6).to_sparse()
+    if kind == "torch-sparse-compressed":
+        import torch
+        return [torch.eye(6).to_sparse_csr(), torch.arange(12.0).reshape(3, 4).to_sparse_csc(),
+                torch.eye(4).to_sparse_bsr((2, 2))]
+    if kind == "tf-ragged":
+        import tensorflow as tf
+        return [tf.ragged.constant([[1, 2], [], [3, 4, 5]]), tf.ragged.constant([[[1.0], [2.0, 3.0]], [[4.0]]]),
+                tf.RaggedTensor.from_uniform_row_length(tf.range(6), 2)]
+    if kind == "tf-sparse":
+        import tensorflow as tf
+        return [tf.sparse.from_dense(tf.eye(5)), tf.SparseTensor([[0, 1, 2], [3, 0, 1]], [1.5, 2.5], [4, 2, 3])]
     if kind == "xarray":
         import xarray as xr
         return xr.Dataset({"v": (("t", "y"), np.arange(12.0).reshape(4, 3))}, coords={"t": np.arange(4)})
@@ -75,13 +115,20 @@ def value(kind):
 
 def use(obj):
     repr(obj)
-    for attr in ("sum", "to_numpy", "toarray", "to_dense", "to_pandas"):
-        fn = getattr(obj, attr, None)
-        if callable(fn):
+    for item in obj if isinstance(obj, list) else [obj]:
+        for attr in ("sum", "to_numpy", "toarray", "to_dense", "to_pandas", "to_pylist", "to_tensor"):
+            fn = getattr(item, attr, None)
+            if callable(fn):
+                try:
+                    fn()
+                except Exception:
+                    pass  # the library refusing an odd but valid value is fine; a crash is not
+        if type(item).__name__ == "SparseTensor":
+            import tensorflow as tf
             try:
-                fn()
+                tf.sparse.to_dense(tf.sparse.reorder(item))
             except Exception:
-                pass  # the library refusing an odd but valid value is fine; a crash is not
+                pass
 
 
 v = value(kind)
@@ -119,15 +166,25 @@ print(f"OK {n} {failures}")
 """
 
 
-def run_child(kind: str, seed: int, n: int, outdir: str) -> tuple[str, int, int, str | None]:
+class WrongExtension(Exception):
+    """A child did not load the extension the run was asked to test."""
+
+
+def run_child(kind: str, seed: int, n: int, outdir: str, extension: str = "") -> tuple[str, int, int, str | None]:
     out = os.path.join(outdir, f"{kind}-{seed}.bin")
-    proc = subprocess.run([sys.executable, "-c", CHILD, kind, str(seed), str(n), out], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, kind, str(seed), str(n), out, extension], capture_output=True, text=True
+    )
     lines = proc.stdout.strip().splitlines()
+    if lines and lines[0].startswith("WRONG-EXTENSION"):
+        raise WrongExtension(f"{lines[0]}, not under {extension}")
     for line in lines:
         if line.startswith("NON-FREIGHT"):
             print(line)
     done = lines[-1].split() if lines and lines[-1].startswith("OK") else None
     if proc.returncode != 0 or done is None:
+        with open(out + ".stderr", "w") as err:  # an AddressSanitizer report is long: all of it
+            err.write(proc.stderr)
         return kind, 0, 1, f"{kind} seed {seed}: exit {proc.returncode}; last payload in {out}; {proc.stderr[-300:]}"
     return kind, int(done[1]), int(done[2]), None
 
@@ -139,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="stop starting children after this")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--out", default=None, help="where crashing payloads are kept")
+    parser.add_argument("--extension", default="", help="children must load freight._freight from under this path")
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",")
     outdir = args.out or tempfile.mkdtemp(prefix="freight-fuzz-")
@@ -149,12 +207,17 @@ def main(argv: list[str] | None = None) -> int:
     seeds = iter(range(random.randrange(1 << 30), 1 << 31))
     turns = itertools.cycle(kinds)  # every kind gets its turn, whatever their speed
     lock = threading.Lock()
+    wrong: list[str] = []
 
     def work(_: int) -> None:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not wrong:
             with lock:
                 kind, seed = next(turns), next(seeds)
-            k, done, failures, crash = run_child(kind, seed, args.mutations, outdir)
+            try:
+                k, done, failures, crash = run_child(kind, seed, args.mutations, outdir, args.extension)
+            except WrongExtension as exc:
+                wrong.append(str(exc))
+                return
             totals[k][0] += done
             totals[k][1] += failures if crash is None else 0
             if crash:
@@ -163,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with ThreadPoolExecutor(args.jobs) as pool:
         list(pool.map(work, range(args.jobs)))
+    if wrong:
+        print(f"stopped: a child loaded another extension: {wrong[0]}")
+        return 2
     print(f"{'kind':18} {'mutations':>10} {'non-freight':>12} {'crashes':>8}")
     for kind, (done, failures, crashed) in totals.items():
         print(f"{kind:18} {done:>10} {failures:>12} {crashed:>8}")
