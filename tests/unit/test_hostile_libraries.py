@@ -748,25 +748,67 @@ CASES = [(name, "torch.Tensor", meta, ()) for name, meta in [
     ("bsc-blocksize-beyond-int64", sparse("torch.sparse_bsc", blocksize=(2**70, 2))),
     ("bsr-blocksize-a-list", sparse("torch.sparse_bsr", blocksize="22")),
 ]]
+
+
+def compressed(layout="torch.sparse_csr", pointers=(0, 1, 2, 2, 3), plain=(0, 1, 3), vals=None, size=(4, 4),
+               dtypes=("torch.int64", "torch.int64")):
+    np_dtypes = [getattr(np, d.split(".")[1]) for d in dtypes]
+    return {"layout": layout, "compressed": dense(np.array(pointers, np_dtypes[0]), dtypes[0]),
+            "plain": dense(np.array(plain, np_dtypes[1]), dtypes[1]),
+            "values": vals or dense(np.ones(len(plain), np.float32), "torch.float32"),
+            "size": size, "device": "cpu", "requires_grad": False}
+
+
+CASES += [(name, "torch.Tensor", meta, ()) for name, meta in [
+    # scipy's crasher shape: the last pointer 0 "prunes" the rest (checked in Rust first).
+    ("pointers-pruned-to-zero", compressed(pointers=(0, 768, 2048, 3840, 0))),
+    ("pointers-decreasing", compressed(pointers=(0, 2, 1, 2, 3))),
+    ("pointers-past-the-indices", compressed(pointers=(0, 1, 2, 2, 9))),
+    ("pointers-not-starting-at-0", compressed(pointers=(1, 1, 2, 2, 3))),
+    ("too-few-pointers", compressed(pointers=(0, 1, 3))),
+    # A size far beyond the pointers: converting COO would allocate one pointer per row.
+    ("rows-beyond-the-pointers", compressed(size=(2**40, 4))),
+    ("index-past-the-columns", compressed(plain=(0, 1, 4))),
+    ("negative-index", compressed(plain=(0, -1, 3))),
+    ("unsorted-within-a-row", compressed(pointers=(0, 2, 2, 2, 3), plain=(3, 1, 0))),
+    ("repeated-within-a-row", compressed(pointers=(0, 2, 2, 2, 3), plain=(1, 1, 0))),
+    ("index-dtypes-differ", compressed(dtypes=("torch.int32", "torch.int64"))),
+    ("float-pointers", compressed(dtypes=("torch.float64", "torch.int64"))),
+    ("values-for-fewer-indices", compressed(vals=dense(np.ones(2, np.float32), "torch.float32"))),
+    ("negative-size", compressed(size=(-4, 4))),
+    ("size-of-three-dims", compressed(size=(4, 4, 1))),
+    ("size-beyond-int64", compressed(size=(2**70, 4))),
+    ("csc-index-past-the-rows", compressed("torch.sparse_csc", plain=(0, 1, 7))),
+    ("bsr-blocks-not-tiling", compressed("torch.sparse_bsr", pointers=(0, 1, 2), plain=(0, 1), size=(4, 4),
+                                         vals=dense(np.ones((2, 3, 3), np.float32), "torch.float32"))),
+    ("bsr-block-index-past-the-block-columns", compressed("torch.sparse_bsr", pointers=(0, 1, 2), plain=(0, 2),
+                                                          vals=dense(np.ones((2, 2, 2), np.float32), "torch.float32"))),
+    ("bsr-values-not-blocks", compressed("torch.sparse_bsr", pointers=(0, 1, 2), plain=(0, 1))),
+    ("unknown-layout", compressed("torch.sparse_xyz")),
+]]
 """
 
 
 def test_torch_sparse_indices_from_a_payload_are_refused_before_torch_kernels_see_them():
-    # The COO tensor is built with check_invariants=True (bounds, coalescing, sizes) before any
-    # conversion to a compressed layout, so torch's kernels only see indices torch checked.
+    # COO tensors are built with check_invariants=True (bounds, coalescing, sizes); CSR/CSC/BSR/BSC
+    # index arrays are checked in Rust (freight_core::sparse) and then by check_invariants.
     run_isolated(TORCH_CASES, ALL_REFUSED)
 
 
-@pytest.mark.filterwarnings("ignore:Sparse BSR tensor support is in beta:UserWarning")
-@pytest.mark.filterwarnings("ignore:Sparse BSC tensor support is in beta:UserWarning")
-def test_torch_blocked_sparse_tensors_round_trip_with_their_block_size():
+@pytest.mark.filterwarnings("ignore:Sparse (BSR|BSC|CSR|CSC) tensor support is in beta:UserWarning")
+def test_torch_compressed_sparse_tensors_round_trip_with_their_block_size_and_index_dtype():
     import torch
 
     # Before the fix: loads failed ("to_sparse_bsr() missing 1 required positional arguments").
-    for t in [torch.eye(4).to_sparse_bsr((2, 2)), torch.arange(24.0).reshape(4, 6).to_sparse_bsc((2, 3))]:
+    int32 = torch.sparse_csr_tensor(torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([1, 0], dtype=torch.int32),
+                                    torch.tensor([1.0, 2.0]), (2, 2), check_invariants=True)  # fmt: skip
+    hybrid = torch.ones(3, 2, 4).to_sparse_csr(dense_dim=1)  # travels as COO
+    blocked = [torch.eye(4).to_sparse_bsr((2, 2)), torch.arange(24.0).reshape(4, 6).to_sparse_bsc((2, 3))]
+    for t in [*blocked, torch.eye(5).to_sparse_csr(), torch.zeros(0, 3).to_sparse_csc(), int32, hybrid]:
         out = freight.loads(freight.dumps(t), allow_pickle=False)
         assert out.layout == t.layout and out.values().shape == t.values().shape
         assert torch.equal(out.to_dense(), t.to_dense())
+    assert int32.crow_indices().dtype == torch.int32
 
 
 PANDAS_CASES = """

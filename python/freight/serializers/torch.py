@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from freight._freight import compressed_indices_error
 from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
@@ -40,6 +41,7 @@ _SPARSE = {
     torch.sparse_bsr: "to_sparse_bsr",
     torch.sparse_bsc: "to_sparse_bsc",
 }
+_BLOCKED = (torch.sparse_bsr, torch.sparse_bsc)
 
 
 def _dense_meta(t: torch.Tensor) -> dict[str, Any]:
@@ -99,6 +101,59 @@ def _place(t: torch.Tensor, meta: dict[str, Any]) -> torch.Tensor:
     return t
 
 
+_ROW_MAJOR = (torch.sparse_csr, torch.sparse_bsr)  # compressed rows; the others compress columns
+
+
+def _compressed_meta(t: torch.Tensor) -> dict[str, Any]:
+    """A 2-D CSR/CSC/BSR/BSC tensor as its own index arrays: the compressed pointers (one per
+    row or column, plus one) travel in the payload, so what loading allocates is what the payload
+    holds. Batched and hybrid ones travel as COO."""
+    compressed, plain = (
+        (t.crow_indices(), t.col_indices()) if t.layout in _ROW_MAJOR else (t.ccol_indices(), t.row_indices())
+    )
+    return {
+        "layout": str(t.layout),
+        "compressed": _dense_meta(compressed),
+        "plain": _dense_meta(plain),
+        "values": _dense_meta(t.values()),
+        "size": tuple(int(d) for d in t.shape),
+        "device": str(t.device),
+        "requires_grad": bool(t.requires_grad),
+    }
+
+
+def _compressed_from(meta: dict[str, Any]) -> torch.Tensor:
+    """Checks the index arrays in Rust (``freight_core::sparse``, as for scipy: pointers start at
+    0, never decrease, end at the number of indices; every index in bounds) before torch sees
+    them; torch's own ``check_invariants`` then checks what is torch's (sorted, distinct)."""
+    layout = {str(k): k for k in _SPARSE}.get(meta["layout"])
+    size = meta["size"]
+    if layout is None or not (isinstance(size, tuple) and len(size) == 2 and all(type(d) is int for d in size)):
+        raise DeserializationError(f"the payload holds a {meta['layout']!r} tensor of size {size!r}")
+    compressed, plain, values = (_dense_from(meta[k]) for k in ("compressed", "plain", "values"))
+    if compressed.dtype not in (torch.int32, torch.int64) or plain.dtype != compressed.dtype:
+        raise DeserializationError("a compressed sparse tensor needs int32 or int64 index arrays of one dtype")
+    if compressed.dim() != 1 or plain.dim() != 1 or values.dim() != (3 if layout in _BLOCKED else 1):
+        raise DeserializationError("a compressed sparse tensor's index arrays and values have the wrong rank")
+    rows, cols = size
+    if layout in _BLOCKED:
+        block = tuple(values.shape[1:])
+        if 0 in block or rows % block[0] or cols % block[1]:
+            raise DeserializationError(f"blocks {block} do not tile the size {size}")
+        rows, cols = rows // block[0], cols // block[1]
+    major, minor = (rows, cols) if layout in _ROW_MAJOR else (cols, rows)
+    if values.shape[0] != plain.shape[0]:
+        raise DeserializationError("a compressed sparse tensor needs one value (or block) per index")
+    error = compressed_indices_error(
+        compressed.numpy(), plain.numpy(), compressed.dtype == torch.int64, max(major, 0), max(minor, 0)
+    )
+    if error is not None or min(size) < 0:
+        raise DeserializationError(f"the payload holds an invalid compressed sparse tensor: {error or size}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+        return torch.sparse_compressed_tensor(compressed, plain, values, size, layout=layout, check_invariants=True)
+
+
 def _blocksize(value: Any) -> tuple[int, int]:
     """A BSR/BSC block size from a payload (torch checks that it is positive and tiles the size)."""
     if not (isinstance(value, tuple) and len(value) == 2 and all(type(d) is int for d in value)):
@@ -115,6 +170,8 @@ class TensorSerializer(LibrarySerializer):
     def serialize(self, t: torch.Tensor) -> tuple[Any, list[Any]]:
         if t.layout == torch.strided:
             return _dense_meta(t), []
+        if t.layout in _SPARSE and t.dim() == 2 and t.dense_dim() == 0:
+            return _compressed_meta(t), []
         coo = t if t.layout == torch.sparse_coo else t.to_sparse_coo()
         meta = {
             "layout": str(t.layout),
@@ -134,6 +191,8 @@ class TensorSerializer(LibrarySerializer):
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
         if "layout" not in meta:
             return _dense_from(meta)
+        if "compressed" in meta:
+            return _place(_compressed_from(meta), meta)
         if meta["indices"]["dtype"] != "torch.int64":
             # torch would convert other dtypes (floats truncated, NaN to the most negative int).
             raise DeserializationError(f"sparse tensor indices must be torch.int64, not {meta['indices']['dtype']}")
