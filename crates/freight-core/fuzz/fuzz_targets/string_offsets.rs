@@ -15,7 +15,8 @@ fuzz_target!(|data: &[u8]| {
     let start = (data[1] % 8) as usize;
     let len = (data[2] % 32) as usize;
     let rest = &data[4..];
-    let split = (((start + len + 1) * width).saturating_sub(data[3] as usize % 3 * width)).min(rest.len());
+    let split =
+        (((start + len + 1) * width).saturating_sub(data[3] as usize % 3 * width)).min(rest.len());
     let (offsets, values) = rest.split_at(split);
     if string_array_valid(offsets, values, wide, start, len) {
         let read = |i: usize| -> i64 {
