@@ -176,6 +176,8 @@ class _StoreCodec:
         self.signed = bool(signed)
         # proxystore names the deserializer in its error messages with obj.__qualname__.
         self.__qualname__ = type(self).__qualname__
+        self._env_var = key_env_var(store)
+        self._cached: tuple[Any, Any, freight.Freight] | None = None  # never pickled (__reduce__)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.store, self.options, self.signed))
@@ -193,13 +195,23 @@ class _StoreCodec:
         return f"{type(self).__name__}({self.store!r}{args}, signed={self.signed})"
 
     def _codec(self, action: str) -> freight.Freight:
+        # The configuration is looked up on every call (configure() and the environment may change),
+        # cheaply: the last codec is kept while configure()'s entry (by identity) and the variables
+        # it depends on are unchanged.
+        conf = _CONFIG.get(self.store)
+        env = None
+        if conf is None or conf["key"] is None:
+            env = (os.environ.get(self._env_var), os.environ.get("FREIGHT_KEY"))
+        cached = self._cached
+        if cached is not None and cached[0] is conf and cached[1] == env:
+            return cached[2]
         key, allow_pickle = _configured(self.store)
         if key is None and self.signed:
             raise MissingKeyError(
                 f"the ProxyStore store {self.store!r} signs its payloads, but this process has no key "
                 f"to {action} them: call freight.integrations.proxystore.configure({self.store!r}, key=...) "
                 f"in this process (e.g. as the ProcessPoolExecutor initializer), or set the environment "
-                f"variable {key_env_var(self.store)} or FREIGHT_KEY"
+                f"variable {self._env_var} or FREIGHT_KEY"
             )
         options = self.options
         if allow_pickle is False and options.get("allow_pickle", True):
@@ -212,6 +224,7 @@ class _StoreCodec:
                 if len(_CODECS) > 64:
                     _CODECS.clear()
                 codec = _CODECS.setdefault(ident, codec)
+        self._cached = (conf, env, codec)
         return codec
 
 
