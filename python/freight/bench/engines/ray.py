@@ -42,6 +42,16 @@ def _set_mode(mode: str) -> None:
         _MODE = mode
 
 
+#: workloads whose values Ray sends the same way with or without freight (freight registers no
+#: serializer for their types, by measurement): their ratio is Ray's run-to-run noise
+SAME_PATH = {
+    "tiny tasks": "ints: Ray's own path",
+    "64 MiB arrays": "numpy: Ray's zero-copy path, never freight",
+    "100k-row DataFrames": "pandas: Ray's pickle-5 path measured as fast",
+    "closures carrying arrays": "functions: Ray's cloudpickle",
+}
+
+
 def _run(mode: str, workload: str, value: Any, i: int) -> Any:
     """The task body: ``tasks.inc``, ``tasks.echo`` or ``tasks.call`` as the workload wants."""
     _set_mode(mode)
