@@ -139,6 +139,10 @@ def _array_from(meta: dict[str, Any], frames: list[memoryview]) -> pa.Array:
         )
     buffers = [None if i is None else pa.py_buffer(frames[_frame_index(i, frames)]) for i in meta["buffers"]]
     children = _checked_children(t, [_array_from(child, frames) for child in meta["children"]])
+    if pa.types.is_union(t) and None in buffers[1:]:
+        # Arrow's validation passes a union without its type ids (or, dense, its offsets), and
+        # its full validation then reads through the missing buffer (a segfault).
+        raise ValueError("an Arrow union array needs its type ids buffer (and, dense, its offsets buffer)")
     length, offset = meta["length"], meta["offset"]
     if not (isinstance(length, int) and isinstance(offset, int) and length >= 0 and offset >= 0):
         raise ValueError(f"an Arrow array needs a length and offset >= 0, not {length!r} and {offset!r}")
