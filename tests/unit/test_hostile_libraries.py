@@ -857,6 +857,18 @@ CASES = [(name, "pandas.Series", meta, ()) for name, meta in [
     ("category-code-uint64", categorical(np.array([0, 2**64 - 1], np.uint64))),
     ("category-float-codes", categorical(np.array([0.0, 1.0]))),
 ]]
+
+# Extension columns rebuilt by the dtype's __from_arrow__, which reads the Arrow buffers in the
+# dtype's own layout (pyarrow_array_to_numpy_and_mask): an array of another type is refused.
+import pyarrow as pa
+
+strings = pa.chunked_array([pa.array(["x" * 50, "y" * 70, "z", "w"])])
+CASES += [(name, "pandas.Series", series({"dtype": dtype, "arrow": arrow}, 4), ()) for name, dtype, arrow in [
+    ("period-over-string-buffers", "period[D]", strings),
+    ("interval-over-strings", "interval[int64, right]", strings),
+    ("Int64-over-strings", "Int64", strings),
+    ("boolean-over-int8", "boolean", pa.chunked_array([pa.array([1, 2, 3, 4], pa.int8())])),
+]]
 """
 
 
