@@ -157,9 +157,31 @@ fn compress_block(algorithm: Algorithm, raw: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// One LZ4 block through liblz4's `LZ4_decompress_safe`, the reference decoder: it never reads
+/// past `stored` nor writes past `raw` whatever the input (its "safe" contract, fuzzed upstream).
+/// lz4_flex decodes the long runs of equal bytes that byte-shuffled numbers give one byte at a
+/// time (matches at offset 1): 1 MiB of shuffled int64 took 650 us there, 90 us here.
+fn lz4_decompress(stored: &[u8], raw: &mut [u8]) -> std::result::Result<usize, String> {
+    let (Ok(stored_len), Ok(capacity)) = (i32::try_from(stored.len()), i32::try_from(raw.len()))
+    else {
+        return Err("a block of 2 GiB or more".into());
+    };
+    // SAFETY: both pointers are valid for the lengths given, which fit in an i32 (checked above);
+    // LZ4_decompress_safe reads at most `stored_len` bytes and writes at most `capacity` bytes.
+    let n = unsafe {
+        lz4_sys::LZ4_decompress_safe(
+            stored.as_ptr().cast(),
+            raw.as_mut_ptr().cast(),
+            stored_len,
+            capacity,
+        )
+    };
+    usize::try_from(n).map_err(|_| "malformed input".to_string())
+}
+
 fn decompress_block(codec_id: u8, stored: &[u8], raw: &mut [u8], index: usize) -> Result<()> {
     let produced = match codec_id {
-        codec::LZ4 => lz4_flex::block::decompress_into(stored, raw)
+        codec::LZ4 => lz4_decompress(stored, raw)
             .map_err(|e| Error::corrupt(format!("lz4 block {index} does not decompress: {e}")))?,
         codec::ZSTD => zstd::zstd_safe::decompress(raw, stored).map_err(|code| {
             Error::corrupt(format!(
