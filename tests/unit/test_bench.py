@@ -169,3 +169,10 @@ def test_losses_compare_with_pickle_and_the_best_peer() -> None:
     assert ("w", "loads", "1 KiB", "freight vs pickle-5", 0.5) in lost
     assert len(lost) == 2
     assert report.fmt_ratio(0.5) == "**0.50×**" and report.fmt_ratio(2) == "2.00×"
+
+
+def test_render_writes_report_and_plots_from_a_results_file(quick_run: Path, tmp_path: Path) -> None:
+    proc = _bench("--render", str(quick_run / "results.json"), "--out", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "report.md").read_text().startswith("# freight bench")
+    assert {p.name for p in tmp_path.glob("*.png")} == {p.name for p in quick_run.glob("*.png")}

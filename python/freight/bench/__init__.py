@@ -50,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compare", nargs=2, metavar=("OLD", "NEW"), help="print what got faster or slower between two results.json"
     )
+    p.add_argument(
+        "--render", metavar="RESULTS", help="write report.md and the plots again from a results.json (no measuring)"
+    )
     p.add_argument("--threshold", type=float, default=0.10, help="--compare: smallest change shown (default 0.10)")
     return p
 
@@ -116,8 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             plots_ok = False
     os.makedirs(args.out, exist_ok=True)
-    settings = Settings.make(args.quick, max_bytes, args.repeat)
-    results = run(workloads, settings, progress=not args.no_progress)
+    if args.render:
+        with open(args.render) as fh:
+            results = json.load(fh)
+    else:
+        settings = Settings.make(args.quick, max_bytes, args.repeat)
+        results = run(workloads, settings, progress=not args.no_progress)
     plots: list[str] = []
     if plots_ok:
         from freight.bench.plots import write_plots

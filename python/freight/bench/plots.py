@@ -20,9 +20,10 @@ from freight.bench.report import DIRECTIONS
 
 _OURS = ("#d62728", "#8c1c13", "#ff7f0e", "#a05195")  # freight's rows: reds and orange
 _OTHERS = (
-    "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#7f7f7f", "#bcbd22", "#8c564b", "#e377c2",
-    "#393b79", "#637939", "#3182bd", "#31a354", "#756bb1", "#636363", "#6baed6", "#74c476",
+    "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f",
+    "#393b79", "#ff9896", "#00a087", "#f0c808", "#6a3d9a", "#b15928", "#4dbbd5", "#636363",
 )  # fmt: skip
+# distinct hues, none red or orange (freight's); peers keep their colour across every plot of a run
 
 
 def _colours(peers: dict[str, dict[str, bool]]) -> dict[str, str]:
@@ -31,8 +32,12 @@ def _colours(peers: dict[str, dict[str, bool]]) -> dict[str, str]:
     others = [p for p, i in peers.items() if not i.get("ours")]
     for i, p in enumerate(ours):
         out[p] = _OURS[i % len(_OURS)]
+    others = [p for p in others if not peers[p].get("reference")]
+    for p, info in peers.items():
+        if info.get("reference"):
+            out[p] = "#000000"
     for i, p in enumerate(others):
-        out[p] = "#000000" if peers[p].get("reference") else _OTHERS[i % len(_OTHERS)]
+        out[p] = _OTHERS[i % len(_OTHERS)]
     return out
 
 
@@ -84,7 +89,7 @@ def _lines_figure(plt: Any, name: str, info: dict, ms: list[dict], peers: dict, 
                 ax.plot(xs, ys, label=peer, **_style(peer, peers, colours))
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ticks = sizes if len(sizes) <= 8 else sizes[:: max(1, len(sizes) // 7)]
+        ticks = sizes if len(sizes) <= 7 else sizes[::2]  # every other one: labels must not touch
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: _size_label(axis, v)))
