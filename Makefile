@@ -27,7 +27,7 @@ install: $(STAMP)  ## Create the virtualenv and install build and test dependenc
 # are used in place: the install is editable). pip's "Ignoring <pkg>: markers ..." lines about
 # extras are dropped from maturin's output.
 EXT_STAMP := $(VENV)/.extension-built
-EXT_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml Cargo.lock pyproject.toml .cargo/config.toml
+EXT_SOURCES := $(shell find crates -path '*/fuzz' -prune -o \( -name '*.rs' -o -name Cargo.toml \) -print 2>/dev/null) Cargo.toml Cargo.lock pyproject.toml .cargo/config.toml
 ifeq ($(wildcard python/freight/_freight*.so),)
 .PHONY: $(EXT_STAMP)
 endif
