@@ -134,25 +134,27 @@ def plot(lines: list[dict[str, Any]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{ln['engine']}\n{ln['workload']}" for ln in lines]
+    labels = [f"{ln['engine']}: {ln['workload']}" for ln in lines]
     ratios = [ln["ratio"] for ln in lines]
     colours = ["#bbbbbb" if ln["same_path"] else "#2ca02c" if ln["met"] else "#d62728" for ln in lines]
-    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(lines) + 2), 5.5))
-    ax.bar(range(len(lines)), ratios, color=colours)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.axhline(1.5, color="#555555", linestyle="--", linewidth=0.8, label="target on arrays and tables (1.5×)")
-    ax.axhline(0.95, color="#999999", linestyle=":", linewidth=0.8, label="target on tiny tasks (0.95×)")
+    fig, ax = plt.subplots(figsize=(10, 0.38 * len(lines) + 1.8))
+    ax.barh(range(len(lines)), ratios, color=colours)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvline(1.5, color="#555555", linestyle="--", linewidth=0.8, label="target on arrays and tables (1.5×)")
+    ax.axvline(0.95, color="#999999", linestyle=":", linewidth=0.8, label="target on tiny tasks (0.95×)")
     for i, r in enumerate(ratios):
-        ax.annotate(f"{r:.2f}×", (i, r), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
-    ax.set_xticks(range(len(lines)))
-    ax.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
-    ax.set_ylabel("throughput with freight ÷ with the default")
+        ax.annotate(f"{r:.2f}×", (r, i), textcoords="offset points", xytext=(4, -3), fontsize=8)
+    ax.set_yticks(range(len(lines)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(ratios) * 1.12)
+    ax.set_xlabel("throughput with freight ÷ throughput with the engine's default")
     ax.set_title(
         "End to end, each engine with its default serialization and with freight\n"
         "(green: target met, red: missed, grey: same path with and without freight)",
         fontsize=10,
     )
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
