@@ -88,6 +88,7 @@ BENCH_OUT := benchmarks/results
 bench: build $(S3S_FS)  ## freight bench (every workload and peer, over sizes: report + plots in benchmarks/results), then the target scripts
 	$(PIP) install -q $(BENCH_DEPS) "distributed==$$($(PY) -c 'import dask; print(dask.__version__)')"
 	$(PY) -m freight bench --out $(BENCH_OUT)
+	$(PY) -m freight bench --engines --out $(BENCH_OUT)
 	cp $(BENCH_OUT)/pandas.png docs/bench-pandas.png
 	cp $(BENCH_OUT)/numpy-float64.png docs/bench-numpy-float64.png
 	$(PY) benchmarks/bench_core.py
