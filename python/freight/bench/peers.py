@@ -46,7 +46,12 @@ class Peer:
         return _codec(self.make)
 
     def missing(self) -> list[str]:
-        return [m for m in self.requires if importlib.util.find_spec(m) is None]
+        return missing(self.requires)
+
+
+def missing(modules: Sequence[str]) -> list[str]:
+    """The modules of ``modules`` that cannot be imported here (found without importing them)."""
+    return [m for m in modules if importlib.util.find_spec(m) is None]
 
 
 @cache
@@ -365,4 +370,4 @@ def for_kind(kind: str, peers: Sequence[Peer] = PEERS) -> list[Peer]:
     return [p for p in peers if kind in p.kinds]
 
 
-__all__ = ["BASELINE", "PEERS", "Peer", "for_kind", "payload_size"]
+__all__ = ["BASELINE", "PEERS", "Peer", "for_kind", "missing", "payload_size"]

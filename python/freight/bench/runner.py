@@ -17,13 +17,14 @@ import platform
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
 
 from freight.bench.harness import calibrate, ncpu, time_interleaved
 from freight.bench.peers import PEERS, Peer, for_kind, payload_size
+from freight.bench.peers import missing as modules_missing
 from freight.bench.workloads import Workload
 
 SCHEMA = "freight-bench/1"
@@ -133,12 +134,6 @@ class _Progress:
             self.bar.close()
 
 
-def _missing_modules(modules: Iterable[str]) -> list[str]:
-    import importlib.util
-
-    return [m for m in modules if importlib.util.find_spec(m) is None]
-
-
 def _first_line(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
@@ -228,7 +223,7 @@ def run(
     skipped: list[dict[str, str]] = []
     plan: list[tuple[Workload, Any, list[Peer]]] = []
     for w in workloads:
-        missing = _missing_modules(w.requires)
+        missing = modules_missing(w.requires)
         if missing:
             skipped.append({"workload": w.name, "peer": "*", "reason": f"{', '.join(missing)} not installed"})
             continue

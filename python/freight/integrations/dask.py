@@ -81,7 +81,7 @@ MIN_BYTES = 1 << 20
 _lock = threading.Lock()
 _codec: freight.Freight = _api._DEFAULT
 _min_bytes = MIN_BYTES
-_registered: dict[type, tuple[Callable[..., Any] | None, Callable[..., Any] | None]] = {}
+_registered: set[type] = set()  # the types whose handlers this process replaced
 _counts = {"family_dumps": 0, "family_loads": 0, "type_dumps": 0, "type_loads": 0, "type_passed": 0}
 
 
@@ -95,19 +95,29 @@ def stats() -> dict[str, int]:
 # -- the family -------------------------------------------------------------------------------------
 
 
+def _encode(x: Any, path: str) -> tuple[dict[str, Any], list[Any]]:
+    """freight's header and frames for Dask (views of ``x``'s memory), counted under ``path``."""
+    frames = list(_codec.dumps_frames(x))
+    _counts[f"{path}_dumps"] += 1
+    return {"freight": 1}, frames
+
+
+def _decode(frames: list[Any], path: str) -> Any:
+    """Frames Dask received (writable: viewed, not copied) back into the value."""
+    _counts[f"{path}_loads"] += 1
+    return _codec.loads_frames(frames)
+
+
 def _family_dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
     try:
-        frames = _codec.dumps_frames(x)
+        return _encode(x, "family")
     except SerializationError as exc:
         # nothing in freight can encode it: let the next family ("dask", "pickle") try
         raise NotImplementedError(str(exc)) from exc
-    _counts["family_dumps"] += 1
-    return {"freight": 1}, list(frames)
 
 
 def _family_loads(header: dict[str, Any], frames: list[Any]) -> Any:
-    _counts["family_loads"] += 1
-    return _codec.loads_frames(frames)
+    return _decode(frames, "family")
 
 
 # -- per type ---------------------------------------------------------------------------------------
@@ -133,8 +143,7 @@ def _make_type_handlers(cls: type, dask_dumps: Callable[..., Any] | None, dask_l
 
     def dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
         if _nbytes(x) >= _min_bytes:
-            _counts["type_dumps"] += 1
-            return {"freight": 1}, list(_codec.dumps_frames(x))
+            return _encode(x, "type")
         _counts["type_passed"] += 1
         if dask_dumps is None:
             raise NotImplementedError("a small value: Dask pickles it")  # serialize() tries "pickle" next
@@ -143,8 +152,7 @@ def _make_type_handlers(cls: type, dask_dumps: Callable[..., Any] | None, dask_l
 
     def loads(header: dict[str, Any], frames: list[Any]) -> Any:
         if header.get("freight"):
-            _counts["type_loads"] += 1
-            return _codec.loads_frames(frames)
+            return _decode(frames, "type")
         if dask_loads is None:  # pragma: no cover - a sender with another registration
             raise freight.DeserializationError(
                 f"a {cls.__qualname__} was sent with Dask's own handler, which this process lacks: "
@@ -172,7 +180,7 @@ def _register_type(module: str, name: str) -> None:
             previous.append(dispatch.dispatch(cls))
         except TypeError:
             previous.append(None)
-    _registered[cls] = (previous[0], previous[1])
+    _registered.add(cls)
     dumps, loads = _make_type_handlers(cls, previous[0], previous[1])
     dask_serialize.register(cls)(dumps)
     dask_deserialize.register(cls)(loads)
@@ -203,35 +211,36 @@ except ImportError:  # pragma: no cover - distributed is optional
     _WorkerPluginBase = object  # type: ignore[assignment,misc]
 
 
-class FreightWorkerPlugin(_WorkerPluginBase):  # type: ignore[misc,valid-type]
+class _Installs:
+    """What both plugins carry: the options and types :func:`install_local` runs with."""
+
+    def __init__(self, options: dict[str, Any] | None = None, types: Iterable[tuple[str, str]] = TYPES,
+                 min_bytes: int = MIN_BYTES) -> None:  # fmt: skip
+        self.options = dict(options or {})
+        self.types = tuple(tuple(t) for t in types)
+        self.min_bytes = min_bytes
+
+    def _install(self) -> None:
+        install_local(self.options, types=self.types, min_bytes=self.min_bytes)
+
+
+class FreightWorkerPlugin(_Installs, _WorkerPluginBase):  # type: ignore[misc,valid-type]
     """Runs :func:`install_local` on each worker when it starts (and on workers that join later)."""
 
     name = "freight"
     idempotent = False
 
-    def __init__(self, options: dict[str, Any] | None = None, types: Iterable[tuple[str, str]] = TYPES,
-                 min_bytes: int = MIN_BYTES) -> None:  # fmt: skip
-        self.options = dict(options or {})
-        self.types = tuple(tuple(t) for t in types)
-        self.min_bytes = min_bytes
-
     def setup(self, worker: Any) -> None:
-        install_local(self.options, types=self.types, min_bytes=self.min_bytes)
+        self._install()
 
 
-class FreightSchedulerPlugin(_SchedulerPluginBase):  # type: ignore[misc,valid-type]
+class FreightSchedulerPlugin(_Installs, _SchedulerPluginBase):  # type: ignore[misc,valid-type]
     """Runs :func:`install_local` on the scheduler."""
 
     name = "freight"
 
-    def __init__(self, options: dict[str, Any] | None = None, types: Iterable[tuple[str, str]] = TYPES,
-                 min_bytes: int = MIN_BYTES) -> None:  # fmt: skip
-        self.options = dict(options or {})
-        self.types = tuple(tuple(t) for t in types)
-        self.min_bytes = min_bytes
-
     async def start(self, scheduler: Any) -> None:
-        install_local(self.options, types=self.types, min_bytes=self.min_bytes)
+        self._install()
 
 
 def _worker_version() -> str:

@@ -4,7 +4,6 @@ against ``freight.integrations.dask.install``. Values are scattered (``hash=Fals
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from freight.bench.engines import tasks
@@ -22,7 +21,6 @@ def _batch(client: Any, workload: str, values: list[Any]) -> list[Any]:
 def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
     from distributed import Client, LocalCluster
 
-    rows = []
     with (
         LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", memory_limit=0
@@ -33,14 +31,4 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
             from freight.integrations import dask as fd
 
             fd.install(client)
-        for workload, n_full, n_quick in tasks.WORKLOADS:
-            values = tasks.inputs(workload, n_quick if quick else n_full)
-            _batch(client, workload, values[:2])  # warm up: imports, connections
-            t0 = time.perf_counter()
-            results = _batch(client, workload, values)
-            seconds = time.perf_counter() - t0
-            tasks.check(workload, values, results)
-            rows.append({"engine": "dask", "workload": workload, "serializer": serializer, "tasks": len(values),
-                         "seconds": seconds, "bytes": tasks.nbytes(values)})  # fmt: skip
-            del results, values
-    return rows
+        return tasks.measure_workloads("dask", serializer, quick, lambda w, v: _batch(client, w, v))

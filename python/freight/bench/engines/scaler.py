@@ -5,7 +5,6 @@ as results, so they cross the wire both ways through the serializer."""
 from __future__ import annotations
 
 import socket
-import time
 from typing import Any
 
 from freight.bench.engines import tasks
@@ -30,7 +29,6 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
 
     address = f"tcp://127.0.0.1:{_free_port()}"
     cluster = SchedulerClusterCombo(n_workers=2, address=address, logging_level="WARNING")
-    rows = []
     try:
         if serializer == "freight":
             from freight.integrations.scaler import FreightSerializer
@@ -39,16 +37,7 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
         else:
             client = Client(address=address)
         try:
-            for workload, n_full, n_quick in tasks.WORKLOADS:
-                values = tasks.inputs(workload, n_quick if quick else n_full)
-                _batch(client, workload, values[:2])  # warm up
-                t0 = time.perf_counter()
-                results = _batch(client, workload, values)
-                seconds = time.perf_counter() - t0
-                tasks.check(workload, values, results)
-                rows.append({"engine": "scaler", "workload": workload, "serializer": serializer,
-                             "tasks": len(values), "seconds": seconds, "bytes": tasks.nbytes(values)})  # fmt: skip
-                del results, values
+            rows = tasks.measure_workloads("scaler", serializer, quick, lambda w, v: _batch(client, w, v))
         finally:
             client.disconnect()
     finally:

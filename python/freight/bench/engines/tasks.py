@@ -99,3 +99,22 @@ def check(workload: str, values: list[Any], results: list[Any]) -> None:
         ok = all(r == v(i) for i, (v, r) in enumerate(zip(values, results)))
     if not ok:
         raise AssertionError(f"{workload}: the results differ from the inputs")
+
+
+def measure_workloads(engine: str, serializer: str, quick: bool, batch: Any) -> list[dict[str, Any]]:
+    """Times ``batch(workload, values)`` (which runs the tasks and returns their results) once per
+    workload, after a warm-up batch of two, checks the results and returns the rows."""
+    import time
+
+    rows = []
+    for workload, n_full, n_quick in WORKLOADS:
+        values = inputs(workload, n_quick if quick else n_full)
+        batch(workload, values[:2])  # warm up: imports, connections
+        t0 = time.perf_counter()
+        results = batch(workload, values)
+        seconds = time.perf_counter() - t0
+        check(workload, values, results)
+        rows.append({"engine": engine, "workload": workload, "serializer": serializer, "tasks": len(values),
+                     "seconds": seconds, "bytes": nbytes(values)})  # fmt: skip
+        del results, values
+    return rows
