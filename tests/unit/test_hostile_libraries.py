@@ -214,9 +214,12 @@ def test_pandas_multiindex_codes_beyond_their_level_are_refused_not_truncated():
 
 # -- pyarrow -----------------------------------------------------------------------------------
 
+# These forge payloads of the Python form (freight.serializers.arrow_python), which payloads of
+# earlier versions hold and every version must still load safely; test_arrow_rust.py forges the
+# Rust form.
 ARROW = """
 import pyarrow as pa, pyarrow.compute as pc
-from freight.serializers import arrow as far
+from freight.serializers import arrow_python as farp
 """
 
 
@@ -224,7 +227,7 @@ def test_arrow_negative_array_offset_is_refused_not_a_segfault():
     run_isolated(
         ARROW,
         """
-        meta, frames = far.ArraySerializer().serialize(pa.array([1, 2, None, 4]))
+        meta, frames = farp.encode_array(pa.array([1, 2, None, 4]))
         meta["offset"] = -100
         refused, arr = load_or_refuse(forge("pyarrow.Array", meta, frames))
         if refused:
@@ -238,9 +241,9 @@ def test_arrow_negative_array_offset_is_refused_not_a_segfault():
 def test_arrow_negative_child_offset_is_refused_not_read_out_of_bounds():
     import pyarrow as pa
 
-    from freight.serializers import arrow as far
+    from freight.serializers import arrow_python as farp
 
-    meta, frames = far.ArraySerializer().serialize(pa.array([{"x": 1}, {"x": 2}, {"x": 3}]))
+    meta, frames = farp.encode_array(pa.array([{"x": 1}, {"x": 2}, {"x": 3}]))
     meta["children"][0]["offset"] = -1000
     # Before the fix it loads, passes validate(full=True), and to_pylist() returns values read from the
     # 8000 bytes before the child's buffer.
@@ -251,9 +254,9 @@ def test_arrow_negative_child_offset_is_refused_not_read_out_of_bounds():
 def test_arrow_null_count_is_not_taken_from_the_payload():
     import pyarrow as pa
 
-    from freight.serializers import arrow as far
+    from freight.serializers import arrow_python as farp
 
-    meta, frames = far.ArraySerializer().serialize(pa.array([1, 2, None, 4]))
+    meta, frames = farp.encode_array(pa.array([1, 2, None, 4]))
     frames[meta["buffers"][1]] = pa.py_buffer(np.array([1, 2, 666, 4], np.int64).tobytes())
     meta["null_count"] = 0  # the validity bitmap still says slot 2 is null
     try:
@@ -268,7 +271,7 @@ def test_arrow_string_offsets_that_decrease_are_refused_not_a_segfault():
     run_isolated(
         ARROW,
         """
-        meta, frames = far.ArraySerializer().serialize(pa.array(["ab", "cd", "ef"]))
+        meta, frames = farp.encode_array(pa.array(["ab", "cd", "ef"]))
         frames[meta["buffers"][1]] = pa.py_buffer(np.array([0, 4, 2, 6], np.int32).tobytes())
         refused, arr = load_or_refuse(forge("pyarrow.Array", meta, frames))
         if refused:
@@ -337,9 +340,9 @@ def test_arrow_type_cache_does_not_keep_a_type_from_before_its_extension_was_reg
 def test_arrow_type_cache_does_not_retain_payload_bytes():
     import pyarrow as pa
 
-    from freight.serializers import arrow as far
+    from freight.serializers import arrow_python as farp
 
-    meta, frames = far.ArraySerializer().serialize(pa.array([1, 2, 3]))
+    meta, frames = farp.encode_array(pa.array([1, 2, 3]))
     blobs = []
     for _ in range(4):  # type wires carrying 4 MiB of field metadata each
         wire = pa.schema([pa.field("", pa.int64(), metadata={b"pad": os.urandom(1 << 22)})]).serialize().to_pybytes()
@@ -356,7 +359,7 @@ def test_polars_frame_over_an_invalid_arrow_table_is_refused_not_a_segfault_in_l
     run_isolated(
         ARROW,
         """
-        col, frames = far.ArraySerializer().serialize(pa.array(["ab", "cd", "ef"]))
+        col, frames = farp.encode_array(pa.array(["ab", "cd", "ef"]))
         frames[col["buffers"][1]] = pa.py_buffer(np.array([0, 4, 2, 6], np.int32).tobytes())
         schema = pa.schema([("s", pa.string())]).serialize().to_pybytes()
         table = node("pyarrow.Table", {"schema": schema, "columns": [[col]]}, frames)

@@ -36,23 +36,144 @@ pub fn string_array_valid(
         return false;
     }
     let (first, last) = (first as usize, last as usize);
-    if std::str::from_utf8(&data[first..last]).is_err() {
+    let range = &data[first..last];
+    // ASCII (most text columns) is valid UTF-8 and every byte of it starts a character: one
+    // vectorised pass decides, and the per-offset character check below is skipped.
+    let ascii = is_ascii(range);
+    if !ascii && simdutf8::basic::from_utf8(range).is_err() {
         return false;
     }
-    let mut previous = first;
-    for i in start + 1..=start + len {
-        let o = read(i);
-        if o < previous as i64 || o > last as i64 {
-            return false;
+    // Non-decreasing from `first` to `last` (both checked above) keeps every offset within
+    // them. No early exit, so the comparison vectorises.
+    let used = &offsets[start * width..count * width];
+    let decreasing = if wide {
+        pairs::<8>(used, |c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+    } else {
+        pairs::<4>(used, |c| i32::from_le_bytes(c.try_into().expect("4 bytes")) as i64)
+    };
+    if decreasing {
+        return false;
+    }
+    if !ascii {
+        for i in start + 1..start + len {
+            // A continuation byte (0b10xx_xxxx) at an offset would split a character.
+            let o = read(i) as usize;
+            if o < last && data[o] & 0xC0 == 0x80 {
+                return false;
+            }
         }
-        let o = o as usize;
-        // A continuation byte (0b10xx_xxxx) at an offset would split a character.
-        if o < last && data[o] & 0xC0 == 0x80 {
-            return false;
-        }
-        previous = o;
     }
     true
+}
+
+/// Whether any offset in `used` (of `W` bytes each) is smaller than the one before it.
+#[inline]
+fn pairs<const W: usize>(used: &[u8], read: impl Fn(&[u8]) -> i64) -> bool {
+    used.chunks_exact(W)
+        .zip(used[W..].chunks_exact(W))
+        .fold(false, |bad, (a, b)| bad | (read(b) < read(a)))
+}
+
+/// `string_array_valid` for an array with null slots, whose bytes Arrow allows to be anything:
+/// offsets in bounds and non-decreasing everywhere, UTF-8 checked only where `is_valid(i)` (the
+/// index into the array, from 0) says a value is present.
+pub fn string_array_valid_masked(
+    offsets: &[u8],
+    data: &[u8],
+    wide: bool,
+    start: usize,
+    len: usize,
+    is_valid: impl Fn(usize) -> bool,
+) -> bool {
+    if string_array_valid(offsets, data, wide, start, len) {
+        return true;
+    }
+    // Rare: not valid as a whole. Offsets alone, then each present value on its own.
+    let width = if wide { 8 } else { 4 };
+    let read = |i: usize| -> i64 {
+        let at = &offsets[i * width..(i + 1) * width];
+        if wide {
+            i64::from_le_bytes(at.try_into().expect("8 bytes"))
+        } else {
+            i32::from_le_bytes(at.try_into().expect("4 bytes")) as i64
+        }
+    };
+    let Some(count) = start.checked_add(len).and_then(|n| n.checked_add(1)) else {
+        return false;
+    };
+    if count.checked_mul(width).is_none_or(|n| offsets.len() < n) {
+        return false;
+    }
+    let mut previous = read(start);
+    if previous < 0 {
+        return false;
+    }
+    for i in 0..len {
+        let next = read(start + i + 1);
+        if next < previous || next as u128 > data.len() as u128 {
+            return false;
+        }
+        if is_valid(i) && simdutf8::basic::from_utf8(&data[previous as usize..next as usize]).is_err() {
+            return false;
+        }
+        previous = next;
+    }
+    true
+}
+
+/// Whether `len` views from view `start` of a string_view array (16 bytes each: length,
+/// then up to 12 inline bytes, or a 4-byte prefix, data buffer index and offset) are valid:
+/// every value in bounds of its data buffer, its prefix equal to its first bytes, and valid
+/// UTF-8, for the views `is_valid(i)` (from 0) says hold a value. The common case, ASCII inline values and ASCII data buffers, is decided in vectorised
+/// passes; other values are checked one by one.
+pub fn string_views_valid(
+    views: &[u8],
+    data: &[&[u8]],
+    start: usize,
+    len: usize,
+    is_valid: impl Fn(usize) -> bool,
+) -> bool {
+    let Some(range) = start
+        .checked_add(len)
+        .and_then(|end| Some(start.checked_mul(16)?..end.checked_mul(16)?))
+    else {
+        return false;
+    };
+    let Some(views) = views.get(range) else {
+        return false;
+    };
+    let ascii_data: Vec<bool> = data.iter().map(|d| is_ascii(d)).collect();
+    // Inline values: their 12 bytes (zero padded) OR-ed together, long views contributing 0.
+    let inline_bits = views.chunks_exact(16).fold(0u128, |acc, v| {
+        let view = u128::from_le_bytes(v.try_into().expect("16 bytes"));
+        acc | if (view as u32) <= 12 { view >> 32 } else { 0 }
+    });
+    let inline_ascii = inline_bits & 0x8080_8080_8080_8080_8080_8080 == 0;
+    for (i, v) in views.chunks_exact(16).enumerate() {
+        if !is_valid(i) {
+            continue; // a null slot's view may be anything (Arrow's spec)
+        }
+        let n = u32::from_le_bytes(v[..4].try_into().expect("4 bytes")) as usize;
+        if n <= 12 {
+            if !inline_ascii && simdutf8::basic::from_utf8(&v[4..4 + n]).is_err() {
+                return false;
+            }
+            continue;
+        }
+        let buffer = u32::from_le_bytes(v[8..12].try_into().expect("4 bytes")) as usize;
+        let offset = u32::from_le_bytes(v[12..16].try_into().expect("4 bytes")) as usize;
+        let Some(value) = data.get(buffer).and_then(|d| d.get(offset..offset + n)) else {
+            return false;
+        };
+        if value[..4] != v[4..8] || (!ascii_data[buffer] && simdutf8::basic::from_utf8(value).is_err()) {
+            return false;
+        }
+    }
+    true
+}
+
+fn is_ascii(data: &[u8]) -> bool {
+    data.iter().fold(0u8, |acc, &b| acc | b) < 0x80
 }
 
 #[cfg(test)]
@@ -85,6 +206,14 @@ mod tests {
             2
         ));
         assert!(string_array_valid(&offsets32(&[0]), b"", false, 0, 0));
+        // Empty values at the end of non-ASCII data (an offset equal to the data's length).
+        assert!(string_array_valid(
+            &offsets32(&[0, 4, 4, 4]),
+            "abé".as_bytes(),
+            false,
+            0,
+            3
+        ));
         assert!(string_array_valid(
             &offsets32(&[3, 3, 3]),
             b"xyz",
@@ -123,6 +252,12 @@ mod tests {
             usize::MAX,
             1
         ));
+        // Decreasing in the middle of a long ASCII array (the vectorised comparison).
+        let mut offs: Vec<i32> = (0..100).collect();
+        offs[57] = 3;
+        assert!(!string_array_valid(&offsets32(&offs), &[b'a'; 99], false, 0, 99));
+        let offs: Vec<i64> = (0..100).map(|i| if i == 80 { 2 } else { i }).collect();
+        assert!(!string_array_valid(&offsets64(&offs), &[b'a'; 99], true, 0, 99));
         // Invalid UTF-8.
         assert!(!string_array_valid(
             &offsets32(&[0, 2]),
@@ -131,5 +266,54 @@ mod tests {
             0,
             1
         ));
+    }
+
+    fn view(value: &[u8], buffer: u32, offset: u32) -> Vec<u8> {
+        let mut v = (value.len() as u32).to_le_bytes().to_vec();
+        if value.len() <= 12 {
+            v.extend_from_slice(value);
+            v.resize(16, 0);
+        } else {
+            v.extend_from_slice(&value[..4]);
+            v.extend_from_slice(&buffer.to_le_bytes());
+            v.extend_from_slice(&offset.to_le_bytes());
+        }
+        v
+    }
+
+    #[test]
+    fn null_slots_may_hold_anything_but_offsets_in_order() {
+        use super::string_array_valid_masked;
+        let data = b"ab\xff\xfecd";
+        let offsets = offsets32(&[0, 2, 4, 6]);
+        assert!(string_array_valid_masked(&offsets, data, false, 0, 3, |i| i != 1));
+        assert!(!string_array_valid_masked(&offsets, data, false, 0, 3, |_| true));
+        let decreasing = offsets32(&[0, 4, 2, 6]);
+        assert!(!string_array_valid_masked(&decreasing, data, false, 0, 3, |i| i != 1));
+        assert!(!string_array_valid_masked(&offsets32(&[0, 2, 9]), data, false, 0, 2, |i| i != 1));
+    }
+
+    #[test]
+    fn string_views() {
+        use super::string_views_valid;
+        let data = "a long value here, é included".as_bytes();
+        let mut views = view(b"short", 0, 0);
+        views.extend(view("héllo".as_bytes(), 0, 0));
+        views.extend(view(&data[2..19], 0, 2));
+        views.extend(view(data, 0, 0));
+        assert!(string_views_valid(&views, &[data], 0, 4, |_| true));
+        assert!(string_views_valid(&views, &[data], 1, 3, |_| true));
+        // Out of range: too few views, a missing buffer, beyond the buffer, a wrong prefix.
+        assert!(!string_views_valid(&views, &[data], 2, 3, |_| true));
+        assert!(!string_views_valid(&view(data, 1, 0), &[data], 0, 1, |_| true));
+        assert!(!string_views_valid(&view(&data[..20], 0, 20), &[data], 0, 1, |_| true));
+        let mut bad = view(&data[..20], 0, 0);
+        bad[4] = b'X';
+        assert!(!string_views_valid(&bad, &[data], 0, 1, |_| true));
+        // Invalid UTF-8, inline and in a buffer (the value splits é).
+        assert!(!string_views_valid(&view(&[0xff, b'a'], 0, 0), &[], 0, 1, |_| true));
+        let split = 20; // inside é (bytes 19 and 20)
+        assert!(!string_views_valid(&view(&data[..split], 0, 0), &[data], 0, 1, |_| true));
+        assert!(!string_views_valid(&views, &[data], usize::MAX, 2, |_| true));
     }
 }

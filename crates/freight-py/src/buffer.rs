@@ -178,6 +178,9 @@ pub enum Owner {
     Buffer(Arc<RawBuffer>),
     /// An immutable Python object whose memory does not move (bytes, str's cached UTF-8).
     Object(Py<PyAny>),
+    /// An Arrow buffer (imported through the C Data Interface: it keeps its producer's
+    /// memory alive until the frame is released).
+    Arrow(arrow_buffer::Buffer),
 }
 
 /// A Python object exposing `len` bytes at `ptr`, owned by `owner`. This is what the frames of

@@ -4,6 +4,7 @@
 //! errors mapped once (errors.rs). Every byte layout and every check of a payload's bytes
 //! lives in freight-core.
 
+mod arrow;
 mod buffer;
 mod checks;
 mod codec;
@@ -39,6 +40,8 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::arrow_loads, m)?)?;
     m.add_function(wrap_pyfunction!(checks::compressed_indices_error, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(craft::_envelope, m)?)?;

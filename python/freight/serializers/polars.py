@@ -1,6 +1,9 @@
-"""polars DataFrame and Series, through Arrow (``to_arrow`` / ``from_arrow``, zero copy where
-polars allows): nested list/struct/array columns, categorical/enum, decimal and temporal types
-with time zones round-trip with their exact schema, and no pickle is involved. Columns of
+"""polars DataFrame and Series, through freight's Rust Arrow path (see
+``freight.serializers.arrow``): polars exports its columns through the Arrow PyCapsule interface
+(no copy), and imports the validated arrays back the same way; no pyarrow is involved. Nested
+list/struct/array columns, categorical/enum, decimal and temporal types with time zones
+round-trip with their exact schema, and no pickle is involved. Payloads written before the Rust
+path (a pyarrow table under ``"table"``) still load. Columns of
 polars' Object dtype have no Arrow form and polars cannot pickle them either: they are refused
 with a clear error. A LazyFrame travels as its query plan (polars' binary format); since polars
 unpickles the Python functions a plan may hold, its serializer is not ``safe``. Imported the
@@ -15,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from freight._freight import arrow_dumps, arrow_loads
 from freight.exceptions import DeserializationError, SerializationError
 from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
@@ -31,8 +35,27 @@ def _refuse_objects() -> None:
     )
 
 
+class _Stream:
+    """Hands a stream capsule to polars' constructors, which take objects exporting one."""
+
+    __slots__ = ("capsule",)
+
+    def __init__(self, capsule: Any):
+        self.capsule = capsule
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.capsule
+
+
 class _PolarsSerializer(LibrarySerializer):
     errors = (Exception,)  # polars raises its own exception family
+
+    def _columns(self, meta: Any, frames: list[memoryview]) -> Any:
+        """A DataFrame (or Series) payload's data as polars reads it: a stream capsule, or, in
+        payloads of earlier versions, a pyarrow table."""
+        if isinstance(meta, tuple):
+            return _Stream(arrow_loads(meta, frames, "stream"))
+        return meta["table"]
 
 
 class DataFrameSerializer(_PolarsSerializer):
@@ -42,12 +65,10 @@ class DataFrameSerializer(_PolarsSerializer):
     def serialize(self, df: pl.DataFrame) -> tuple[Any, list[Any]]:
         if _has_objects(df.dtypes):
             _refuse_objects()
-        return {"table": df.to_arrow()}, []
+        return arrow_dumps(df)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.DataFrame:
-        out = pl.from_arrow(meta["table"])
-        assert isinstance(out, pl.DataFrame)
-        return out
+        return pl.DataFrame(self._columns(meta, frames))
 
 
 class SeriesSerializer(_PolarsSerializer):
@@ -57,11 +78,12 @@ class SeriesSerializer(_PolarsSerializer):
     def serialize(self, s: pl.Series) -> tuple[Any, list[Any]]:
         if _has_objects([s.dtype]):
             _refuse_objects()
-        # As a one-column table: its schema metadata keeps what a bare array loses (Enum).
-        return {"table": s.to_frame().to_arrow()}, []
+        return arrow_dumps(s)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.Series:
-        out = pl.from_arrow(meta["table"])
+        if isinstance(meta, tuple):
+            return pl.Series(self._columns(meta, frames))
+        out = pl.from_arrow(meta["table"])  # a payload of an earlier version: a one-column table
         assert isinstance(out, pl.DataFrame)
         return out.to_series(0)
 

@@ -1,0 +1,192 @@
+//! Arrays rebuilt from payload nodes over the payload's frames (no copy, unless a frame is
+//! misaligned for its type) and validated in full by arrow-rs: offsets, indices, UTF-8, union
+//! type ids, null counts (recounted, never read from the payload). Consumers build on the
+//! result without checking it, so nothing unvalidated leaves this module.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe, RefUnwindSafe};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use arrow_buffer::Buffer;
+use arrow_data::{ArrayData, ArrayDataBuilder};
+use arrow_schema::{ArrowError, DataType};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::buffer::RawBuffer;
+
+/// Deeper node trees than any Arrow type a schema can declare are refused before recursing.
+const MAX_DEPTH: usize = 128;
+
+/// One node read from the payload, its frames exported (needs the GIL); `array` builds it.
+pub struct Plan {
+    len: usize,
+    offset: usize,
+    validity: Option<Buffer>,
+    buffers: Vec<Buffer>,
+    children: Vec<Plan>,
+}
+
+impl Plan {
+    /// The bytes its buffers span (whether validation is worth releasing the GIL for).
+    pub fn bytes(&self) -> usize {
+        let own: usize = self.buffers.iter().chain(&self.validity).map(Buffer::len).sum();
+        own + self.children.iter().map(Plan::bytes).sum::<usize>()
+    }
+}
+
+/// A frame's memory, held by the arrays built over it.
+struct Held(#[allow(dead_code)] RawBuffer);
+// SAFETY: the export is never observed mid-update: it is read-only memory to Arrow.
+impl RefUnwindSafe for Held {}
+
+/// The frames of one payload, each exported once however many buffers use it.
+pub struct FrameSource<'a, 'py> {
+    frames: &'a Bound<'py, PyAny>,
+    exported: HashMap<usize, Buffer>,
+}
+
+impl<'a, 'py> FrameSource<'a, 'py> {
+    pub fn new(frames: &'a Bound<'py, PyAny>) -> Self {
+        Self { frames, exported: HashMap::new() }
+    }
+
+    fn buffer(&mut self, index: usize) -> PyResult<Buffer> {
+        if let Some(buffer) = self.exported.get(&index) {
+            return Ok(buffer.clone());
+        }
+        let count = self.frames.len()?;
+        if index >= count {
+            return Err(PyValueError::new_err(format!(
+                "an Arrow buffer refers to frame {index} of {count}"
+            )));
+        }
+        let raw = RawBuffer::simple(&self.frames.get_item(index)?)?;
+        let (ptr, len) = (raw.ptr(), raw.len());
+        let buffer = match NonNull::new(ptr as *mut u8) {
+            // SAFETY: the export keeps `len` bytes at `ptr` valid and unmoved until dropped,
+            // which the Buffer does when its last user is gone.
+            Some(ptr) if len > 0 => unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(Held(raw))) },
+            _ => Buffer::from_vec(Vec::<u8>::new()),
+        };
+        self.exported.insert(index, buffer.clone());
+        Ok(buffer)
+    }
+}
+
+/// Reads a node `(length, offset, validity, buffers, children)`.
+pub fn plan(node: &Bound<'_, PyAny>, frames: &mut FrameSource<'_, '_>, depth: usize) -> PyResult<Plan> {
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err("Arrow arrays nested too deep"));
+    }
+    let (len, offset, validity, buffers, children): (
+        usize,
+        usize,
+        Option<usize>,
+        Bound<'_, PyTuple>,
+        Bound<'_, PyTuple>,
+    ) = node.extract()?;
+    Ok(Plan {
+        len,
+        offset,
+        validity: validity.map(|i| frames.buffer(i)).transpose()?,
+        buffers: buffers
+            .iter()
+            .map(|i| frames.buffer(i.extract()?))
+            .collect::<PyResult<_>>()?,
+        children: children
+            .iter()
+            .map(|child| plan(&child, frames, depth + 1))
+            .collect::<PyResult<_>>()?,
+    })
+}
+
+/// The array `plan` describes, of type `data_type`, validated in full (no GIL needed).
+pub fn array(plan: Plan, data_type: &DataType) -> Result<ArrayData, String> {
+    let child_types = child_types(data_type);
+    if plan.children.len() != child_types.len() {
+        return Err(format!(
+            "an Arrow array of type {data_type} has {} children, not {}",
+            plan.children.len(),
+            child_types.len()
+        ));
+    }
+    let children = plan
+        .children
+        .into_iter()
+        .zip(child_types)
+        .map(|(child, t)| array(child, &t))
+        .collect::<Result<Vec<_>, _>>()?;
+    let builder = ArrayDataBuilder::new(data_type.clone())
+        .len(plan.len)
+        .offset(plan.offset)
+        .null_bit_buffer(plan.validity)
+        .buffers(plan.buffers)
+        .child_data(children)
+        .align_buffers(true);
+    let malformed = |e: String| format!("an Arrow array of type {data_type} is malformed{e}");
+    // arrow-rs validates without panicking on what it checks; a panic on what it does not is
+    // a malformed payload too, never a crash.
+    catch_unwind(AssertUnwindSafe(|| match data_type {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => strings(builder, data_type),
+        _ => builder.build(),
+    }))
+    .map_err(|_| malformed(String::new()))?
+    .map_err(|e| malformed(format!(": {e}")))
+}
+
+/// A string array checked as arrow-rs' full validation does (layout and buffer sizes, null
+/// count; offsets in bounds and non-decreasing, or views within their buffers with their
+/// prefixes; UTF-8 values), its values by freight's own checks: the same checks, 7 to 20 times
+/// faster on ASCII text (freight_core::utf8).
+fn strings(builder: ArrayDataBuilder, data_type: &DataType) -> Result<ArrayData, ArrowError> {
+    // SAFETY: nothing reads the data before the checks below pass: layout, buffer sizes and
+    // nulls by arrow-rs, the values by freight_core::utf8.
+    let data = unsafe { builder.skip_validation(true) }.build()?;
+    data.validate()?;
+    data.validate_nulls()?;
+    let (start, len, buffers) = (data.offset(), data.len(), data.buffers());
+    // Null slots may hold anything but offsets in order (Arrow's spec): only values are checked.
+    let is_valid = |i: usize| data.nulls().is_none_or(|n| n.is_valid(i));
+    let valid = len == 0
+        || match (data_type, buffers) {
+            (DataType::Utf8View, [views, rest @ ..]) => {
+                let rest: Vec<&[u8]> = rest.iter().map(|b| b.as_slice()).collect();
+                freight_core::utf8::string_views_valid(views, &rest, start, len, is_valid)
+            }
+            (_, [offsets, values]) => {
+                let wide = matches!(data_type, DataType::LargeUtf8);
+                match data.nulls() {
+                    None => freight_core::utf8::string_array_valid(offsets, values, wide, start, len),
+                    Some(_) => freight_core::utf8::string_array_valid_masked(offsets, values, wide, start, len, is_valid),
+                }
+            }
+            _ => false,
+        };
+    if !valid {
+        return Err(ArrowError::InvalidArgumentError(
+            "offsets or views out of order or out of bounds, or invalid UTF-8".into(),
+        ));
+    }
+    Ok(data)
+}
+
+/// The types of an array's children, as arrow-rs lays them out (a dictionary's values are
+/// its one child).
+fn child_types(t: &DataType) -> Vec<DataType> {
+    match t {
+        DataType::Struct(fields) => fields.iter().map(|f| f.data_type().clone()).collect(),
+        DataType::Union(fields, _) => fields.iter().map(|(_, f)| f.data_type().clone()).collect(),
+        DataType::List(f)
+        | DataType::LargeList(f)
+        | DataType::ListView(f)
+        | DataType::LargeListView(f)
+        | DataType::FixedSizeList(f, _)
+        | DataType::Map(f, _) => vec![f.data_type().clone()],
+        DataType::Dictionary(_, values) => vec![values.as_ref().clone()],
+        DataType::RunEndEncoded(ends, values) => vec![ends.data_type().clone(), values.data_type().clone()],
+        _ => vec![],
+    }
+}

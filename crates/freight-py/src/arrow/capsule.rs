@@ -1,0 +1,149 @@
+//! The Arrow PyCapsule interface: importing what a library exports
+//! (`__arrow_c_stream__`, `__arrow_c_array__`) and exporting rebuilt arrays as capsules it
+//! imports. A capsule not consumed releases its contents when Python frees it.
+
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::Arc;
+
+use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
+use arrow_array::Array;
+use arrow_data::ArrayData;
+use arrow_schema::{Field, FieldRef};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
+
+const STREAM: &std::ffi::CStr = c"arrow_array_stream";
+const SCHEMA: &std::ffi::CStr = c"arrow_schema";
+const ARRAY: &std::ffi::CStr = c"arrow_array";
+
+fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// The field and arrays `obj` exports: a stream when it has `__arrow_c_stream__` (tables,
+/// chunked arrays, data frames, series), else its one array.
+pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
+    let py = obj.py();
+    if let Ok(method) = obj.getattr(pyo3::intern!(py, "__arrow_c_stream__")) {
+        let capsule = method.call0()?;
+        let capsule = capsule.cast::<PyCapsule>()?;
+        let ptr = capsule.pointer_checked(Some(STREAM))?;
+        // SAFETY: a capsule named arrow_array_stream holds an FFI_ArrowArrayStream; from_raw
+        // moves it out and marks the capsule's copy released.
+        let reader = unsafe { ArrayStreamReader::from_raw(ptr.as_ptr().cast()) }.map_err(arrow_err)?;
+        let field = Arc::new(Field::clone(reader_field(&reader)));
+        let arrays = reader
+            .map(|a| a.map(|a| a.to_data()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(arrow_err)?;
+        return Ok((field, arrays));
+    }
+    let pair = obj.call_method0(pyo3::intern!(py, "__arrow_c_array__"))?;
+    let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
+    let schema_ptr = schema.pointer_checked(Some(SCHEMA))?;
+    let array_ptr = array.pointer_checked(Some(ARRAY))?;
+    // SAFETY: capsules of these names hold an FFI_ArrowSchema and an FFI_ArrowArray; the
+    // array is moved out (its capsule's copy marked released), the schema only borrowed.
+    unsafe {
+        let schema = &*(schema_ptr.as_ptr() as *const FFI_ArrowSchema);
+        let array = FFI_ArrowArray::from_raw(array_ptr.as_ptr().cast());
+        let field = Arc::new(Field::try_from(schema).map_err(arrow_err)?);
+        let data = from_ffi(array, schema).map_err(arrow_err)?;
+        Ok((field, vec![data]))
+    }
+}
+
+fn reader_field(reader: &ArrayStreamReader) -> &Field {
+    use arrow_array::ArrayReader;
+    reader.field()
+}
+
+/// `(arrow_schema, arrow_array)` capsules of one array.
+pub fn array<'py>(py: Python<'py>, field: &Field, data: ArrayData) -> PyResult<Bound<'py, PyAny>> {
+    let schema = FFI_ArrowSchema::try_from(field).map_err(arrow_err)?;
+    let array = FFI_ArrowArray::new(&data);
+    let schema = PyCapsule::new_with_value(py, schema, SCHEMA)?;
+    let array = PyCapsule::new_with_value(py, array, ARRAY)?;
+    Ok(PyTuple::new(py, [schema, array])?.into_any())
+}
+
+/// An `arrow_array_stream` capsule yielding `arrays`, each of `field`'s type (arrow-rs' own
+/// stream export takes record batches only: a chunked array's stream is of any type).
+pub fn stream(py: Python<'_>, field: FieldRef, arrays: Vec<ArrayData>) -> PyResult<Bound<'_, PyAny>> {
+    let private = Box::new(Private {
+        field,
+        arrays: arrays.into(),
+        error: None,
+    });
+    // SAFETY: the callbacks below implement the C stream interface over `Private`, which
+    // `release` frees exactly once.
+    let stream = unsafe {
+        FFI_ArrowArrayStream::new_unchecked(
+            Some(get_schema),
+            Some(get_next),
+            Some(get_last_error),
+            Some(release),
+            Box::into_raw(private).cast(),
+        )
+    };
+    Ok(PyCapsule::new_with_value(py, stream, STREAM)?.into_any())
+}
+
+struct Private {
+    field: FieldRef,
+    arrays: VecDeque<ArrayData>,
+    error: Option<CString>,
+}
+
+unsafe fn private<'a>(stream: *mut FFI_ArrowArrayStream) -> &'a mut Private {
+    // SAFETY: only called on streams made by `stream`, before release.
+    unsafe { &mut *((*stream).private_data() as *mut Private) }
+}
+
+unsafe extern "C" fn get_schema(stream: *mut FFI_ArrowArrayStream, out: *mut FFI_ArrowSchema) -> c_int {
+    let private = unsafe { private(stream) };
+    match FFI_ArrowSchema::try_from(private.field.as_ref()) {
+        Ok(schema) => {
+            unsafe { std::ptr::write(out, schema) };
+            0
+        }
+        Err(e) => {
+            private.error = CString::new(e.to_string()).ok();
+            libc::EINVAL
+        }
+    }
+}
+
+unsafe extern "C" fn get_next(stream: *mut FFI_ArrowArrayStream, out: *mut FFI_ArrowArray) -> c_int {
+    let private = unsafe { private(stream) };
+    let array = match private.arrays.pop_front() {
+        Some(data) => FFI_ArrowArray::new(&data),
+        None => FFI_ArrowArray::empty(), // released: the end of the stream
+    };
+    unsafe { std::ptr::write(out, array) };
+    0
+}
+
+unsafe extern "C" fn get_last_error(stream: *mut FFI_ArrowArrayStream) -> *const c_char {
+    let private = unsafe { private(stream) };
+    private.error.as_ref().map_or(std::ptr::null(), |e| e.as_ptr())
+}
+
+unsafe extern "C" fn release(stream: *mut FFI_ArrowArrayStream) {
+    if stream.is_null() {
+        return;
+    }
+    // SAFETY: private_data is the Box made by `stream`, freed here once; the release
+    // callback is then cleared, which marks the stream released.
+    unsafe {
+        let data = (*stream).private_data();
+        if !data.is_null() {
+            drop(Box::from_raw(data as *mut Private));
+        }
+        (*stream).set_private_data(std::ptr::null_mut::<c_void>());
+        (*stream).set_release(None);
+    }
+}
