@@ -47,15 +47,21 @@ class _Stream:
         return self.capsule
 
 
+try:  # polars' own import of a stream as a DataFrame, without the constructor's type checks
+    from polars._plr import PySeries as _PySeries
+    from polars._utils.wrap import wrap_df as _wrap_df
+
+    def _frame_from(stream: _Stream) -> pl.DataFrame:
+        return _wrap_df(_PySeries.from_arrow_c_stream(stream).struct_unnest())
+except ImportError:  # pragma: no cover - other polars versions: the public constructor
+
+    def _frame_from(stream: _Stream) -> pl.DataFrame:
+        return pl.DataFrame(stream)
+
+
 class _PolarsSerializer(LibrarySerializer):
     errors = (Exception,)  # polars raises its own exception family
 
-    def _columns(self, meta: Any, frames: list[memoryview]) -> Any:
-        """A DataFrame (or Series) payload's data as polars reads it: a stream capsule, or, in
-        payloads of earlier versions, a pyarrow table."""
-        if isinstance(meta, tuple):
-            return _Stream(arrow_loads(meta, frames, "stream"))
-        return meta["table"]
 
 
 class DataFrameSerializer(_PolarsSerializer):
@@ -68,7 +74,9 @@ class DataFrameSerializer(_PolarsSerializer):
         return arrow_dumps(df)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.DataFrame:
-        return pl.DataFrame(self._columns(meta, frames))
+        if isinstance(meta, tuple):
+            return _frame_from(_Stream(arrow_loads(meta, frames, "stream")))
+        return pl.DataFrame(meta["table"])  # a payload of an earlier version: a pyarrow table
 
 
 class SeriesSerializer(_PolarsSerializer):
@@ -82,7 +90,7 @@ class SeriesSerializer(_PolarsSerializer):
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.Series:
         if isinstance(meta, tuple):
-            return pl.Series(self._columns(meta, frames))
+            return pl.Series(_Stream(arrow_loads(meta, frames, "stream")))
         out = pl.from_arrow(meta["table"])  # a payload of an earlier version: a one-column table
         assert isinstance(out, pl.DataFrame)
         return out.to_series(0)

@@ -6,14 +6,31 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
-use arrow_schema::{FieldRef, Schema};
+use arrow_schema::{Field, FieldRef, Schema};
 use pyo3::exceptions::PyValueError;
 use pyo3::PyResult;
 
 const CONTINUATION: [u8; 4] = [0xff; 4];
 
-/// The IPC bytes of a schema whose one field is `field`.
+/// The IPC bytes of a schema whose one field is `field` (cached: encoding the flatbuffer is
+/// most of what exporting a small table costs).
 pub fn to_ipc(field: &FieldRef) -> PyResult<Vec<u8>> {
+    if let Some(bytes) = ENCODED.lock().ok().and_then(|c| c.get(field.as_ref()).cloned()) {
+        return Ok(bytes);
+    }
+    let bytes = encode(field);
+    if bytes.len() <= CACHED_MAX {
+        if let Ok(mut cache) = ENCODED.lock() {
+            if cache.len() >= CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(Field::clone(field), bytes.clone());
+        }
+    }
+    Ok(bytes)
+}
+
+fn encode(field: &FieldRef) -> Vec<u8> {
     let schema = Schema::new(vec![field.clone()]);
     let encoded = IpcDataGenerator::default().schema_to_bytes_with_dictionary_tracker(
         &schema,
@@ -27,12 +44,13 @@ pub fn to_ipc(field: &FieldRef) -> PyResult<Vec<u8>> {
     out.extend_from_slice(&(padded as i32).to_le_bytes());
     out.extend_from_slice(&message);
     out.resize(8 + padded, 0);
-    Ok(out)
+    out
 }
 
 /// Schemas up to this size are cached (bigger ones are rare and parse in proportion).
 const CACHED_MAX: usize = 4096;
 const CACHE_ENTRIES: usize = 256;
+static ENCODED: LazyLock<Mutex<HashMap<Field, Vec<u8>>>> = LazyLock::new(Default::default);
 static CACHE: LazyLock<Mutex<HashMap<Vec<u8>, FieldRef>>> = LazyLock::new(Default::default);
 
 /// The field of IPC schema bytes written by `to_ipc`.
