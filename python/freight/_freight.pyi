@@ -102,7 +102,7 @@ class PayloadInfo(TypedDict):
     """What :func:`inspect` returns."""
 
     format_version: int
-    flags: list[Literal["needs_pickle", "frames", "meta", "signed"]]  # the header flags that are set
+    flags: list[Literal["needs_pickle", "frames", "meta", "signed", "packed"]]  # the header flags that are set
     needs_pickle: bool
     signed: bool
     signature_ok: bool | None  # None when no key was given

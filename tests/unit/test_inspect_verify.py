@@ -41,7 +41,7 @@ FRAME_KEYS = {
 TREE_KEYS_OK = {"ok", "length", "nodes", "max_depth", "pickle_nodes", "node_tags"}
 TREE_KEYS_BAD = {"ok", "length", "error"}
 # The header's flag bits (docs/FORMAT.md, "Envelope"): byte 5 of a payload.
-FLAG_BITS = {"needs_pickle": 1, "frames": 2, "meta": 4, "signed": 8}
+FLAG_BITS = {"needs_pickle": 1, "frames": 2, "meta": 4, "signed": 8, "packed": 16}
 
 # Unpickling side effects: anything in here means a payload was decoded.
 SIDE_EFFECTS: list[str] = []
@@ -112,7 +112,7 @@ def test_flags_name_the_header_bits_that_are_set(name):
 
 def test_flags_of_known_payloads():
     assert freight.inspect(freight.dumps([1, 2, 3]))["flags"] == []
-    assert freight.inspect(freight.dumps(np.arange(10)))["flags"] == ["frames"]
+    assert freight.inspect(freight.dumps(np.arange(10)))["flags"] == ["frames", "packed"]
     assert set(freight.inspect(freight.dumps(lambda: 1, key=KEY))["flags"]) >= {"needs_pickle", "signed"}
 
 

@@ -401,11 +401,17 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 _PREAMBLE = 6
 
 
-_ALIGN = 64  # frames start at offsets that are multiples of 64
+_ALIGN = 64  # frames start at offsets that are multiples of 64 (16 for small ones when packed)
 
 
-def _align_up(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+def _align_up(n: int, align: int = _ALIGN) -> int:
+    return (n + align - 1) // align * align
+
+
+class _Frames(bytes):
+    """The bytes after a header from its first frame on, with the alignment that frame has."""
+
+    align = _ALIGN
 
 
 def _split(blob: bytes) -> tuple[bytes, bytes, bytes | None]:
@@ -419,7 +425,11 @@ def _split(blob: bytes) -> tuple[bytes, bytes, bytes | None]:
         "test assumption broken: the header checksum is not xxh3-64 of the bytes before it "
         "(the envelope layout changed; update this test)"
     )
-    frames = blob[_align_up(header_end) :] if len(blob) > header_end else None
+    if len(blob) <= header_end:
+        return blob[:_PREAMBLE], body, None
+    first = freight.inspect(blob)["frames"][0]
+    frames = _Frames(blob[first["offset"] :])
+    frames.align = _ALIGN if first["offset"] % _ALIGN == 0 and first["length"] >= 4096 else 16
     return blob[:_PREAMBLE], body, frames
 
 
@@ -427,7 +437,8 @@ def _join(preamble: bytes, body: bytes, frames: bytes | None = None) -> bytes:
     head = preamble + _uvarint(len(body)) + body
     out = head + xxh3_64(head).to_bytes(8, "little")
     if frames is not None:
-        out += bytes(_align_up(len(out)) - len(out)) + frames
+        align = getattr(frames, "align", _ALIGN)
+        out += bytes(_align_up(len(out), align) - len(out)) + frames
     return out
 
 

@@ -11,14 +11,18 @@ pub mod flags {
     pub const META: u8 = 1 << 2;
     /// A 32-byte HMAC-SHA256 of every byte before it ends the payload (see sign.rs).
     pub const SIGNED: u8 = 1 << 3;
-    pub const KNOWN: u8 = NEEDS_PICKLE | FRAMES | META | SIGNED;
+    /// Frames smaller than `envelope::PACK_BELOW` start at multiples of 16 instead of 64
+    /// (format 1.1: every writer since sets it; readers before it refuse the payload).
+    pub const PACKED: u8 = 1 << 4;
+    pub const KNOWN: u8 = NEEDS_PICKLE | FRAMES | META | SIGNED | PACKED;
 
     /// Each bit with the name `inspect` reports it under.
-    pub const NAMES: [(u8, &str); 4] = [
+    pub const NAMES: [(u8, &str); 5] = [
         (NEEDS_PICKLE, "needs_pickle"),
         (FRAMES, "frames"),
         (META, "meta"),
         (SIGNED, "signed"),
+        (PACKED, "packed"),
     ];
 
     /// The names of the bits set in `bits`, in bit order.

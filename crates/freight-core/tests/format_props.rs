@@ -141,10 +141,12 @@ proptest! {
         let (read_frames, nodes) = read_all(&payload).unwrap();
         prop_assert_eq!(read_frames, frames);
         prop_assert_eq!(nodes, count(&root));
-        // Frames start 64-byte aligned.
+        // Frames start 64-byte aligned, small ones (packed) 16-byte aligned.
         let header = envelope::parse_header(&payload, &Limits::default()).unwrap();
         for range in envelope::locate_frames(&header, &payload).unwrap() {
-            prop_assert_eq!(range.start % envelope::ALIGN, 0);
+            let small = (range.len() as u64) < envelope::PACK_BELOW;
+            let align = if small { envelope::PACKED_ALIGN } else { envelope::ALIGN };
+            prop_assert_eq!(range.start % align, 0);
         }
     }
 
