@@ -1,5 +1,6 @@
 """Writes the golden payloads of the current format version (run once per format version:
-`python tests/golden/generate.py`). Existing files are never overwritten: they are the record
+`python tests/golden/generate.py`, or `python tests/golden/generate.py v1.1` for a minor
+version, which changes the layout but not the version byte). Existing files are never overwritten: they are the record
 of what earlier builds wrote."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import freight  # noqa: E402
 from cases import CASES, PointSerializer  # noqa: E402
 
-OUT = pathlib.Path(__file__).parent / f"v{freight._freight.FORMAT_VERSION}"
+OUT = pathlib.Path(__file__).parent / (sys.argv[1] if len(sys.argv) > 1 else f"v{freight._freight.FORMAT_VERSION}")
 
 
 def main() -> None:
