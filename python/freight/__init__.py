@@ -17,6 +17,7 @@ from freight._api import (
     loads,
     loads_frames,
     register,
+    set_transport_speed,
     unregister,
     verify,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "verify",
     "register",
     "unregister",
+    "set_transport_speed",
     "FreightError",
     "SerializationError",
     "DeserializationError",

@@ -43,7 +43,8 @@ class Freight:
         checksum: write frame checksums in :meth:`dumps` (``dumps_frames`` never does by default,
             so that it stays constant-time).
         compression: default for :meth:`dumps`: None, ``"lz4"``, ``"zstd"``, ``("zstd", level)``
-            or ``"auto"`` (per frame, lz4 only where samples shrink). A call's ``compression=``
+            or ``"auto"`` (per frame from 1 MiB, lz4 only where its timed samples say compressing
+            saves more time on the link than it takes: see :func:`set_transport_speed`). A call's ``compression=``
             overrides it (``"none"`` turns it off).
         key: signs every payload with HMAC-SHA256 (:meth:`dumps`) and requires a valid signature
             on :meth:`loads`; a list of keys is accepted on load (the first one signs), for
@@ -220,3 +221,15 @@ def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = No
         DeserializationError: the header, frame table or node tree is malformed.
     """
     _freight.verify(data, key)
+
+
+def set_transport_speed(bytes_per_second: float) -> float:
+    """Sets the speed of the link payloads travel over, in bytes per second (1e9, 1 GB/s, unless
+    set), and returns the previous one. ``compression="auto"`` compresses a frame only when the
+    time its samples say compression saves on that link exceeds the time compressing takes: on a
+    fast link barely compressible data (random floats) stays raw, on a slow one it is compressed.
+
+    Raises:
+        SerializationError: not a number of bytes per second of at least 1.
+    """
+    return _freight.set_transport_speed(float(bytes_per_second))

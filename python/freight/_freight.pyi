@@ -320,6 +320,10 @@ def string_array_valid(offsets: Buffer, data: Buffer | None, wide: bool, start: 
     offsets (int32, or int64 when ``wide``) in bounds and non-decreasing, every value valid
     UTF-8. Used by freight's pyarrow serializer on arrays read from a payload."""
 
+def set_transport_speed(bytes_per_second: float) -> float:
+    """Sets the link speed (bytes per second) ``compression="auto"`` weighs compression against;
+    returns the previous one."""
+
 def arrow_dumps(obj: Any) -> tuple[tuple[bytes, list[Any]], list[FrameBuffer]]:
     """``(meta, frames)`` of an object exporting ``__arrow_c_stream__`` or ``__arrow_c_array__``
     (pyarrow, polars, ...): ``meta`` is ``(schema, batches)``, the Arrow IPC bytes of a schema of

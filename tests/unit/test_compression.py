@@ -15,7 +15,7 @@ import freight
 
 BLOCK = 1 << 20  # the writers' compression block size, and the block-checksum threshold
 FRAME_MIN = 64 * 1024  # bytes/bytearray/str of at least this many bytes become frames
-AUTO_MIN = 64 * 1024  # "auto" never compresses frames smaller than this
+AUTO_MIN = 1 << 20  # "auto" never compresses frames smaller than this
 
 CODECS = ["lz4", "zstd", ("zstd", 1), ("zstd", 19), ("zstd", -7), "auto", "none", None]
 CODEC_IDS = ["lz4", "zstd", "zstd1", "zstd19", "zstd-7", "auto", "none", "default"]
@@ -259,7 +259,7 @@ def test_layouts_and_containers_round_trip(compression):
 )
 def test_inspect_reports_the_codec(compression, codec):
     arr = make_array("int64_small", 300_000)
-    data = b"freight " * 20_000
+    data = b"freight " * 140_000  # over 1 MiB, which "auto" needs
     blob = freight.dumps([arr, data], compression=compression)
     info = freight.inspect(blob)
     assert [f["codec"] for f in info["frames"]] == [codec, codec]
@@ -322,7 +322,7 @@ def test_auto_stores_random_floats_raw():
 
 
 def test_auto_skips_small_frames_and_compresses_large_compressible_ones():
-    small = np.zeros(AUTO_MIN // 8 - 1, np.int64)  # just under 64 KiB
+    small = np.zeros(AUTO_MIN // 8 - 1, np.int64)  # just under 1 MiB
     assert freight.inspect(freight.dumps(small, compression="auto"))["frames"][0]["codec"] == "none"
     assert freight.inspect(freight.dumps(small, compression="lz4"))["frames"][0]["codec"] == "lz4"
     large = np.zeros(AUTO_MIN // 8, np.int64)
@@ -332,6 +332,29 @@ def test_auto_skips_small_frames_and_compresses_large_compressible_ones():
     got = freight.loads(blob)
     assert_array_same(got[0], small)
     assert_array_same(got[1], large)
+
+
+def test_auto_weighs_compression_against_the_transport_speed():
+    # Random float64 shrinks by ~12% byte-shuffled: slower to compress than to send at 1 GB/s,
+    # worth it over a 1 MB/s link. Integers in a small range shrink 5x: worth it at 1 GB/s.
+    floats = np.random.default_rng(3).random(2 * AUTO_MIN // 8)
+    ints = np.random.default_rng(3).integers(0, 100, 2 * AUTO_MIN // 8)
+
+    def codec(arr):
+        return freight.inspect(freight.dumps(arr, compression="auto"))["frames"][0]["codec"]
+
+    assert codec(floats) == "none"
+    assert codec(ints) == "lz4"
+    previous = freight.set_transport_speed(1e6)
+    try:
+        assert previous == 1e9
+        assert codec(floats) == "lz4"
+        assert freight.loads(freight.dumps(floats, compression="auto")).tobytes() == floats.tobytes()
+    finally:
+        assert freight.set_transport_speed(previous) == 1e6
+    for bad in (0, -5, float("nan"), float("inf")):
+        with pytest.raises(freight.SerializationError, match="bytes per second"):
+            freight.set_transport_speed(bad)
 
 
 def test_incompressible_frames_are_stored_raw_by_explicit_codecs():
@@ -375,7 +398,7 @@ def test_zstd_level_is_honoured():
 @pytest.mark.parametrize("compression", ["lz4", "zstd", ("zstd", 19), "auto"], ids=["lz4", "zstd", "zstd19", "auto"])
 def test_zero_copy_on_compressed_payload_returns_correct_copies(compression):
     arr = make_array("int64_small", 3 * BLOCK // 8 + 5)
-    data = b"freight " * 20_000
+    data = b"freight " * 140_000  # over 1 MiB, which "auto" needs
     blob = freight.dumps({"a": arr, "b": data}, compression=compression)
     assert all(f["codec"] != "none" for f in freight.inspect(blob)["frames"])
 

@@ -137,3 +137,18 @@ pub fn allowed_tags(obj: &Bound<'_, PyAny>) -> Result<Option<Vec<String>>> {
     }
     Ok(Some(tags))
 }
+
+/// Sets the transport speed (bytes per second) that `compression="auto"` weighs compression
+/// against; returns the previous one.
+#[pyfunction]
+pub fn set_transport_speed(bytes_per_second: f64) -> PyResult<f64> {
+    if !(bytes_per_second.is_finite() && bytes_per_second >= 1.0) {
+        return Err(crate::errors::Error::Encode(format!(
+            "a transport speed is a number of bytes per second, at least 1, not {bytes_per_second}"
+        ))
+        .into());
+    }
+    let previous = freight_core::compress::transport_speed() as f64;
+    freight_core::compress::set_transport_speed(bytes_per_second as u64);
+    Ok(previous)
+}
