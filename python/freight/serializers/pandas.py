@@ -1,12 +1,14 @@
 """pandas DataFrame, Series and Index. Column data travels as frames, not through pickle:
 numpy-backed columns as numpy arrays, extension columns (nullable Int/Float/boolean, string in
 either storage, datetime with tz, period, interval, pyarrow-backed) through Arrow (their dtype's
-own ``__arrow_array__``/``__from_arrow__``), categoricals as codes plus categories. Only object
-columns (and sparse columns of objects) are pickled in place, and only they make the payload
-need pickle. Sparse columns travel as their stored values and positions. Index kinds (Range,
-Multi, Datetime with tz and freq, Categorical, ...), names of any type, ``attrs`` and ``flags``
-are kept. Imported the first time a pandas object is
-serialized or a ``pandas.*`` payload is loaded; registers into ``freight.registry.BUILTINS``.
+own ``__arrow_array__``/``__from_arrow__``), a few pyarrow strings as a list, categoricals as
+codes plus categories. Only object columns (and sparse columns of objects) are pickled in
+place, and only they make the payload need pickle. Sparse columns travel as their stored
+values and positions. DataFrames go block by block, and Index kinds (Range, Multi, Datetime
+with tz and freq, Categorical, ...) as ``freight.serializers.pandas_blocks`` writes them; names
+of any type, ``attrs`` and ``flags`` are kept. This module holds one column's values and the
+serializers. Imported the first time a pandas object is serialized or a ``pandas.*`` payload
+is loaded; registers into ``freight.registry.BUILTINS``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def _values_meta(values: Any) -> dict[str, Any]:
     if isinstance(dtype, pd.CategoricalDtype):
         return {
             "codes": _writable(values.codes),
-            "categories": _index_meta(dtype.categories),
+            "categories": _blocks._index_meta(dtype.categories),
             "ordered": bool(dtype.ordered),
         }
     if isinstance(dtype, pd.SparseDtype):
@@ -52,19 +54,45 @@ def _values_meta(values: Any) -> dict[str, Any]:
     if isinstance(dtype, pd.DatetimeTZDtype):
         # Its UTC datetime64 values (a view, NaT kept): 6x faster than through Arrow.
         return {"tz": _dtype_wire(dtype), "utc": _writable(values.to_numpy(f"datetime64[{dtype.unit}]"))}
-    wire = _dtype_wire(dtype)
-    if hasattr(dtype, "__from_arrow__"):
+    if _round_trips(dtype):
         try:
-            if _dtype_from(wire) == dtype:
-                import pyarrow as pa
+            import pyarrow as pa
 
+            wire = _dtype_wire(dtype)
+            arrow = getattr(values, "_pa_array", None)  # Arrow-backed: its own chunks, as __arrow_array__ gives
+            if arrow is not None and len(arrow) <= _FEW and isinstance(dtype, pd.StringDtype):
+                return {"dtype": wire, "strs": arrow.to_pylist()}
+            if not isinstance(arrow, pa.ChunkedArray):
                 arrow = pa.array(values)
                 if not isinstance(arrow, pa.ChunkedArray):
                     arrow = pa.chunked_array([arrow])
-                return {"dtype": wire, "arrow": arrow}
+            return {"dtype": wire, "arrow": arrow}
         except (TypeError, ValueError, ImportError, NotImplementedError, pa_errors()):
             pass
     return {"object": Pickled(values)}
+
+
+def _round_trips(dtype: Any) -> bool:
+    """Whether an extension dtype travels through Arrow: it converts from Arrow, and its wire
+    form reads back as an equal dtype. Decided once per dtype (the check costs more than a
+    small column's conversion); the wire form itself is the dtype's own each time, since some
+    unequal dtypes compare equal (ArrowDtype structs whose fields differ by metadata)."""
+    try:
+        return _cached_round_trips(dtype)
+    except TypeError:  # an unhashable dtype
+        return _check_round_trip(dtype)
+
+
+def _check_round_trip(dtype: Any) -> bool:
+    if not hasattr(dtype, "__from_arrow__"):
+        return False
+    try:
+        return bool(_dtype_from(_dtype_wire(dtype)) == dtype)
+    except (TypeError, ValueError, ImportError, NotImplementedError, pa_errors()):
+        return False
+
+
+_cached_round_trips = functools.lru_cache(maxsize=256)(_check_round_trip)
 
 
 def _writable(a: np.ndarray) -> np.ndarray:
@@ -112,7 +140,7 @@ def _dtype_from(wire: Any) -> Any:
             return pd.ArrowDtype(_type_from(wire[1]))
         if len(wire) != 3 or wire[0] != "string" or wire[1] not in ("python", "pyarrow"):
             raise ValueError(f"unknown extension dtype {wire!r}")
-        return pd.StringDtype(wire[1]) if wire[2] else pd.StringDtype(wire[1], na_value=np.nan)
+        return _string_dtype(wire[1], bool(wire[2]))
     if not isinstance(wire, str):
         raise ValueError(f"a dtype is a text, not {type(wire).__name__}")
     if wire in ("str", "string"):  # payloads of earlier versions: what the options say
@@ -143,14 +171,20 @@ def _parsed_dtype(text: str) -> Any:
     return _pandas_dtype(text)
 
 
+@functools.lru_cache(maxsize=8)
+def _string_dtype(storage: str, na: bool) -> Any:
+    return pd.StringDtype(storage) if na else pd.StringDtype(storage, na_value=np.nan)
+
+
 def _values_from(meta: dict[str, Any]) -> Any:
     if "np" in meta:
         # A scalar here would be broadcast to the index's length (a tiny payload, a huge frame).
         return _one_dimensional(meta["np"], "column values")
     if "codes" in meta:
-        return pd.Categorical.from_codes(
-            meta["codes"], categories=_index_from(meta["categories"]), ordered=meta["ordered"]
-        )
+        dtype = _blocks._categorical_dtype(meta["categories"], meta["ordered"])
+        return pd.Categorical.from_codes(meta["codes"], dtype=dtype)  # checks the codes against it
+    if "strs" in meta:
+        return _string_array(*_strings(meta))
     if "sparse" in meta:
         return _sparse(meta)
     if "tz" in meta:
@@ -158,6 +192,30 @@ def _values_from(meta: dict[str, Any]) -> Any:
     if "arrow" in meta:
         return _dtype_from(meta["dtype"]).__from_arrow__(meta["arrow"])
     return meta["object"].value
+
+
+# Labels (column names, categories) and small string columns: up to _FEW pyarrow strings travel
+# as a list of str, not as an Arrow array (a node of its own, several times slower to write and
+# read back). Indexes and categories of them are cached on load (see pandas_blocks._labels) up
+# to _FEW_CHARS characters: the cache must not keep much payload memory alive.
+_FEW = 64
+_FEW_CHARS = 4096
+
+
+def _strings(meta: dict[str, Any]) -> tuple[Any, list[Any]]:
+    dtype, strs = _dtype_from(meta["dtype"]), meta["strs"]
+    if not isinstance(dtype, pd.StringDtype) or dtype.storage != "pyarrow" or type(strs) is not list:
+        raise ValueError(f"a list of strings for a column of {dtype}")
+    for s in strs:
+        if type(s) is not str and s is not None:  # pyarrow would take bytes as they are, UTF-8 or not
+            raise ValueError(f"a list of strings holding a {type(s).__name__}")
+    return dtype, strs
+
+
+def _string_array(dtype: Any, strs: list[Any]) -> Any:
+    import pyarrow as pa
+
+    return dtype.__from_arrow__(pa.chunked_array([pa.array(strs, type=pa.large_string())]))
 
 
 def _scalar_meta(value: Any) -> Any:
@@ -226,44 +284,6 @@ def _column_values(series: pd.Series) -> Any:
     return series.to_numpy(copy=False)
 
 
-def _index_meta(index: pd.Index) -> dict[str, Any]:
-    if type(index) is pd.RangeIndex:
-        return {"range": (index.start, index.stop, index.step), "name": index.name}
-    if isinstance(index, pd.MultiIndex):
-        return {
-            "levels": [_index_meta(level) for level in index.levels],
-            "codes": [np.asarray(c) for c in index.codes],
-            "names": list(index.names),
-        }
-    values = index.array if isinstance(index.dtype, pd.api.extensions.ExtensionDtype) else index.to_numpy(copy=False)
-    meta: dict[str, Any] = {"values": _values_meta(values), "name": index.name}
-    freq = getattr(index, "freqstr", None)
-    if freq is not None:
-        meta["freq"] = freq
-    return meta
-
-
-def _index_from(meta: dict[str, Any]) -> pd.Index:
-    if "range" in meta:
-        return pd.RangeIndex(*meta["range"], name=meta["name"])
-    if "levels" in meta:
-        levels = [_index_from(level) for level in meta["levels"]]
-        codes = [_one_dimensional(c, "MultiIndex codes") for c in meta["codes"]]
-        for level, c in zip(levels, codes):
-            # pandas casts codes to the smallest integer type first, which wraps large ones.
-            if c.dtype.kind not in "iu" or (len(c) and (c.min() < -1 or c.max() >= len(level))):
-                raise ValueError(f"MultiIndex codes must lie in [-1, {len(level)})")
-        return pd.MultiIndex(levels=levels, codes=codes, names=meta["names"])
-    values = _values_from(meta["values"])
-    index = pd.Index(values, name=meta["name"], copy=False)
-    if "freq" in meta:
-        try:  # DatetimeIndex, TimedeltaIndex, PeriodIndex keep their frequency
-            index = type(index)(values, freq=meta["freq"], name=meta["name"])
-        except (TypeError, ValueError):
-            pass
-    return index
-
-
 class _PandasSerializer(LibrarySerializer):
     """Object columns become pickle islands, which mark the payload as needing pickle."""
 
@@ -275,70 +295,50 @@ def _unshared(meta: Any, seen: set[int]) -> Any:
     """The metadata with every numpy array appearing once: freight writes each place's array
     separately, but a forged payload can refer to one array from two places (a column and the
     index), and pandas would then edit both, and look up a stale index. Copies repeats."""
-    if isinstance(meta, np.ndarray):
+    kind = type(meta)
+    if kind is dict:
+        for key, value in meta.items():
+            # attrs are the user's own values: shared arrays there stay shared.
+            if type(value) not in _SCALARS and key != "attrs":
+                meta[key] = _unshared(value, seen)
+    elif kind is list:
+        for i, value in enumerate(meta):
+            if type(value) not in _SCALARS:
+                meta[i] = _unshared(value, seen)
+    elif kind is tuple:
+        if not all(type(value) in _SCALARS for value in meta):
+            return tuple(_unshared(value, seen) for value in meta)
+    elif isinstance(meta, np.ndarray):
         if id(meta) in seen:
             return meta.copy()
         seen.add(id(meta))
-        return meta
-    if isinstance(meta, dict):
-        for key, value in meta.items():
-            # attrs are the user's own values: shared arrays there stay shared.
-            if key != "attrs" and isinstance(value, (np.ndarray, dict, list, tuple)):
-                meta[key] = _unshared(value, seen)
-    elif isinstance(meta, list):
-        meta[:] = [_unshared(v, seen) for v in meta]
-    elif isinstance(meta, tuple):
-        return tuple(_unshared(v, seen) for v in meta)
     return meta
 
 
+# What the walk above skips at once (by exact type: a decoded payload's containers are exact
+# dicts, lists and tuples): most of a small frame's metadata.
+_SCALARS = frozenset((str, int, float, bool, bytes, type(None)))
+
+
 class DataFrameSerializer(_PandasSerializer):
+    """Block by block (``freight.serializers.pandas_blocks``); payloads of earlier versions hold
+    one entry per column under ``"data"``."""
+
     tag = "pandas.DataFrame"
     types = (pd.DataFrame,)
 
     def serialize(self, df: pd.DataFrame) -> tuple[Any, list[Any]]:
-        return {
-            "columns": _index_meta(df.columns),
-            "index": _index_meta(df.index),
-            # items(): half the cost of df.iloc[:, i] per column; duplicate labels are kept.
-            "data": [_values_meta(_column_values(column)) for _, column in df.items()],
-            "attrs": dict(df.attrs),
-            "allows_duplicate_labels": df.flags.allows_duplicate_labels,
-        }, []
+        return _blocks.frame_meta(df), []
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        if isinstance(meta, dict) and "blocks" in meta:  # checks the arrays it uses for sharing itself
+            return LibrarySerializer.deserialize(self, meta, frames)
+        return super().deserialize(meta, frames)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.DataFrame:
-        index = _index_from(meta["index"])
-        columns = _index_from(meta["columns"])
-        values = [_values_from(v) for v in meta["data"]]
-        df = _frame_from_columns(values, index, columns)
-        df.attrs.update(meta["attrs"])
-        return df.set_flags(allows_duplicate_labels=meta["allows_duplicate_labels"])
-
-
-try:  # pandas >= 3: builds the frame from the arrays as they are (no inference, no copies)
-    from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
-except ImportError:  # pragma: no cover - pandas 2
-    _from_blocks = None
-
-
-def _frame_from_columns(values: list[Any], index: pd.Index, columns: pd.Index) -> pd.DataFrame:
-    """A DataFrame of one block per column. pandas' low-level constructor takes the arrays on
-    trust (a third of the time of ``DataFrame(dict)``), so what it assumes is checked here: one
-    array per column label, each a 1-D numpy or extension array as long as the index."""
-    if len(values) != len(columns):
-        raise ValueError(f"{len(values)} columns of data for {len(columns)} column labels")
-    for v in values:
-        if not isinstance(v, (np.ndarray, pd.api.extensions.ExtensionArray)) or v.ndim != 1 or len(v) != len(index):
-            raise ValueError(f"a column must be a 1-D array of {len(index)} values, not {type(v).__name__}")
-    if _from_blocks is None:
-        df = pd.DataFrame(dict(enumerate(values)), index=index, copy=False)
-        df.columns = columns
-        return df
-    blocks = [
-        (v.reshape(1, -1) if isinstance(v, np.ndarray) else v, np.array([i], dtype=np.intp))
-        for i, v in enumerate(values)
-    ]
-    return _from_blocks(blocks, index=index, columns=columns)
+        if "blocks" in meta:
+            return _blocks.frame_from(meta)
+        return _blocks.frame_from_data(meta)
 
 
 class SeriesSerializer(_PandasSerializer):
@@ -348,16 +348,19 @@ class SeriesSerializer(_PandasSerializer):
     def serialize(self, s: pd.Series) -> tuple[Any, list[Any]]:
         return {
             "values": _values_meta(_column_values(s)),
-            "index": _index_meta(s.index),
+            "index": _blocks._index_meta(s.index),
             "name": s.name,
             "attrs": dict(s.attrs),
             "allows_duplicate_labels": s.flags.allows_duplicate_labels,
         }, []
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.Series:
-        s = pd.Series(_values_from(meta["values"]), index=_index_from(meta["index"]), name=meta["name"], copy=False)
+        s = pd.Series(
+            _values_from(meta["values"]), index=_blocks._index_from(meta["index"]), name=meta["name"], copy=False
+        )
         s.attrs.update(meta["attrs"])
-        return s.set_flags(allows_duplicate_labels=meta["allows_duplicate_labels"])
+        flag = meta["allows_duplicate_labels"]
+        return s if flag is True else s.set_flags(allows_duplicate_labels=flag)  # set_flags copies
 
 
 class IndexSerializer(_PandasSerializer):
@@ -374,11 +377,15 @@ class IndexSerializer(_PandasSerializer):
     )
 
     def serialize(self, index: pd.Index) -> tuple[Any, list[Any]]:
-        return _index_meta(index), []
+        return _blocks._index_meta(index), []
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.Index:
-        return _index_from(meta)
+        return _blocks._index_from(meta)
 
+
+# DataFrame blocks and labels; each module reads the other's functions at call time, so either
+# may be imported first.
+from freight.serializers import pandas_blocks as _blocks  # noqa: E402
 
 for _serializer in (DataFrameSerializer(), SeriesSerializer(), IndexSerializer()):
     BUILTINS.register(_serializer)
