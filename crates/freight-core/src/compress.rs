@@ -346,7 +346,13 @@ struct Samples {
 
 impl Samples {
     /// Adds sample `i` of `SAMPLES` evenly spaced ones.
-    fn add(&mut self, raw: &[u8], itemsize: Option<usize>, i: usize, bufs: &mut (Vec<u8>, Vec<u8>)) {
+    fn add(
+        &mut self,
+        raw: &[u8],
+        itemsize: Option<usize>,
+        i: usize,
+        bufs: &mut (Vec<u8>, Vec<u8>),
+    ) {
         let len = SAMPLE.min(raw.len());
         let step = (raw.len() - len) / SAMPLES;
         let part = &raw[step / 2 + i * step..][..len];
@@ -393,11 +399,15 @@ pub fn decide(raw: &[u8], itemsize: Option<usize>, min_size: usize) -> Decision 
     if raw.len() < min_size.max(1) {
         return Decision::Raw;
     }
-    let cores = rayon::current_num_threads().min(raw.len().div_ceil(BLOCK)).max(1) as f64;
+    let cores = rayon::current_num_threads()
+        .min(raw.len().div_ceil(BLOCK))
+        .max(1) as f64;
     let mut bufs = (Vec::new(), Vec::new());
     let mut s = Samples::default();
     s.add(raw, itemsize, SAMPLES / 2, &mut bufs);
-    let hopeless = |s: &Samples| s.best(itemsize).0 as f64 > AUTO_RATIO * s.total as f64 || s.gain(itemsize, cores) < 0.0;
+    let hopeless = |s: &Samples| {
+        s.best(itemsize).0 as f64 > AUTO_RATIO * s.total as f64 || s.gain(itemsize, cores) < 0.0
+    };
     if hopeless(&s) && raw.len() >= SAMPLES * SAMPLE {
         return Decision::Raw;
     }
@@ -508,7 +518,10 @@ mod tests {
         // Barely compressible (random float64: the exponents shrink with shuffle) is not worth
         // it at 1 GB/s, but is over a slow link.
         let floats: Vec<u8> = (0..1u64 << 17)
-            .flat_map(|i| (1.0 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 12) as f64 / (1u64 << 52) as f64).to_le_bytes())
+            .flat_map(|i| {
+                (1.0 + (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 12) as f64 / (1u64 << 52) as f64)
+                    .to_le_bytes()
+            })
             .collect();
         assert_eq!(decide(&floats, Some(8), AUTO_MIN), Decision::Raw);
         set_transport_speed(1_000_000); // 1 MB/s

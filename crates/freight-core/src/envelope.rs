@@ -3,6 +3,8 @@
 
 use std::ops::Range;
 
+use rayon::prelude::*;
+
 use crate::bits::{codec, flags, frame_flags};
 use crate::checksum;
 use crate::error::{Error, Result};
@@ -97,6 +99,9 @@ pub fn align_up(offset: usize) -> usize {
 /// 10 float64 were 40% larger than pickle's payload), and 16 still aligns every numpy and Arrow
 /// type for zero-copy views (complex128, decimal128, string views).
 pub const PACK_BELOW: u64 = 4096;
+
+/// Frames totalling this many bytes are written (copied and hashed) on all cores.
+pub const PARALLEL_FRAMES: usize = 2 << 20;
 pub const PACKED_ALIGN: usize = 16;
 
 /// Where a frame of `stored_len` bytes starts when the previous one ends at `end`.
@@ -277,22 +282,56 @@ impl<'a> EnvelopeWriter<'a> {
     }
 
     /// Writes the whole envelope into `out` (exactly `total_len()` bytes): header, zeroed
-    /// padding, and each frame copied once, its checksum computed on the way.
+    /// padding, and each frame copied once, its checksum computed on the way. Payloads of
+    /// several frames totalling `PARALLEL_FRAMES` bytes or more copy and hash their frames on
+    /// all cores (a frame's blocks already are, but frames of 1 MiB or less are one block).
     pub fn write_contiguous(&mut self, out: &mut [u8], frames: &[&[u8]]) {
         assert_eq!(frames.len(), self.frame_lens.len(), "one source per frame");
         assert_eq!(out.len(), self.total_len(), "output sized by total_len");
         let offsets = self.frame_offsets();
-        let mut end = self.header_len();
-        for (i, (frame, &start)) in frames.iter().zip(&offsets).enumerate() {
-            out[end..start].fill(0);
-            let dst = &mut out[start..start + frame.len()];
-            if self.checksum_at[i].is_some() {
-                let sum = checksum::copy_and_checksum(dst, frame, self.block_checksums[i]);
-                self.set_frame_checksum(i, sum);
+        let header_len = self.header_len();
+        // Split the output after the header into (padding, frame) pieces, one per frame.
+        let (_, mut rest) = out.split_at_mut(header_len);
+        let mut end = header_len;
+        let mut pieces = Vec::with_capacity(frames.len());
+        for (frame, &start) in frames.iter().zip(&offsets) {
+            let (padding, tail) = rest.split_at_mut(start - end);
+            let (dst, tail) = tail.split_at_mut(frame.len());
+            padding.fill(0);
+            pieces.push(dst);
+            rest = tail;
+            end = start + frame.len();
+        }
+        let checksums = &self.checksum_at;
+        let blocks = &self.block_checksums;
+        let write = |(i, (dst, frame)): (usize, (&mut [u8], &&[u8]))| {
+            if checksums[i].is_some() {
+                Some(checksum::copy_and_checksum(dst, frame, blocks[i]))
             } else {
                 checksum::copy_parallel(dst, frame);
+                None
             }
-            end = start + frame.len();
+        };
+        let total: usize = frames.iter().map(|f| f.len()).sum();
+        let sums: Vec<Option<u64>> = if frames.len() > 1 && total >= PARALLEL_FRAMES {
+            pieces
+                .into_par_iter()
+                .zip(frames.par_iter())
+                .enumerate()
+                .map(write)
+                .collect()
+        } else {
+            pieces
+                .into_iter()
+                .zip(frames.iter())
+                .enumerate()
+                .map(write)
+                .collect()
+        };
+        for (i, sum) in sums.into_iter().enumerate() {
+            if let Some(sum) = sum {
+                self.set_frame_checksum(i, sum);
+            }
         }
         self.write_header(out);
     }

@@ -49,7 +49,9 @@ pub fn string_array_valid(
     let decreasing = if wide {
         pairs::<8>(used, |c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
     } else {
-        pairs::<4>(used, |c| i32::from_le_bytes(c.try_into().expect("4 bytes")) as i64)
+        pairs::<4>(used, |c| {
+            i32::from_le_bytes(c.try_into().expect("4 bytes")) as i64
+        })
     };
     if decreasing {
         return false;
@@ -113,7 +115,9 @@ pub fn string_array_valid_masked(
         if next < previous || next as u128 > data.len() as u128 {
             return false;
         }
-        if is_valid(i) && simdutf8::basic::from_utf8(&data[previous as usize..next as usize]).is_err() {
+        if is_valid(i)
+            && simdutf8::basic::from_utf8(&data[previous as usize..next as usize]).is_err()
+        {
             return false;
         }
         previous = next;
@@ -165,7 +169,9 @@ pub fn string_views_valid(
         let Some(value) = data.get(buffer).and_then(|d| d.get(offset..offset + n)) else {
             return false;
         };
-        if value[..4] != v[4..8] || (!ascii_data[buffer] && simdutf8::basic::from_utf8(value).is_err()) {
+        if value[..4] != v[4..8]
+            || (!ascii_data[buffer] && simdutf8::basic::from_utf8(value).is_err())
+        {
             return false;
         }
     }
@@ -255,9 +261,21 @@ mod tests {
         // Decreasing in the middle of a long ASCII array (the vectorised comparison).
         let mut offs: Vec<i32> = (0..100).collect();
         offs[57] = 3;
-        assert!(!string_array_valid(&offsets32(&offs), &[b'a'; 99], false, 0, 99));
+        assert!(!string_array_valid(
+            &offsets32(&offs),
+            &[b'a'; 99],
+            false,
+            0,
+            99
+        ));
         let offs: Vec<i64> = (0..100).map(|i| if i == 80 { 2 } else { i }).collect();
-        assert!(!string_array_valid(&offsets64(&offs), &[b'a'; 99], true, 0, 99));
+        assert!(!string_array_valid(
+            &offsets64(&offs),
+            &[b'a'; 99],
+            true,
+            0,
+            99
+        ));
         // Invalid UTF-8.
         assert!(!string_array_valid(
             &offsets32(&[0, 2]),
@@ -286,11 +304,39 @@ mod tests {
         use super::string_array_valid_masked;
         let data = b"ab\xff\xfecd";
         let offsets = offsets32(&[0, 2, 4, 6]);
-        assert!(string_array_valid_masked(&offsets, data, false, 0, 3, |i| i != 1));
-        assert!(!string_array_valid_masked(&offsets, data, false, 0, 3, |_| true));
+        assert!(string_array_valid_masked(
+            &offsets,
+            data,
+            false,
+            0,
+            3,
+            |i| i != 1
+        ));
+        assert!(!string_array_valid_masked(
+            &offsets,
+            data,
+            false,
+            0,
+            3,
+            |_| true
+        ));
         let decreasing = offsets32(&[0, 4, 2, 6]);
-        assert!(!string_array_valid_masked(&decreasing, data, false, 0, 3, |i| i != 1));
-        assert!(!string_array_valid_masked(&offsets32(&[0, 2, 9]), data, false, 0, 2, |i| i != 1));
+        assert!(!string_array_valid_masked(
+            &decreasing,
+            data,
+            false,
+            0,
+            3,
+            |i| i != 1
+        ));
+        assert!(!string_array_valid_masked(
+            &offsets32(&[0, 2, 9]),
+            data,
+            false,
+            0,
+            2,
+            |i| i != 1
+        ));
     }
 
     #[test]
@@ -305,15 +351,41 @@ mod tests {
         assert!(string_views_valid(&views, &[data], 1, 3, |_| true));
         // Out of range: too few views, a missing buffer, beyond the buffer, a wrong prefix.
         assert!(!string_views_valid(&views, &[data], 2, 3, |_| true));
-        assert!(!string_views_valid(&view(data, 1, 0), &[data], 0, 1, |_| true));
-        assert!(!string_views_valid(&view(&data[..20], 0, 20), &[data], 0, 1, |_| true));
+        assert!(!string_views_valid(
+            &view(data, 1, 0),
+            &[data],
+            0,
+            1,
+            |_| true
+        ));
+        assert!(!string_views_valid(
+            &view(&data[..20], 0, 20),
+            &[data],
+            0,
+            1,
+            |_| true
+        ));
         let mut bad = view(&data[..20], 0, 0);
         bad[4] = b'X';
         assert!(!string_views_valid(&bad, &[data], 0, 1, |_| true));
         // Invalid UTF-8, inline and in a buffer (the value splits é).
-        assert!(!string_views_valid(&view(&[0xff, b'a'], 0, 0), &[], 0, 1, |_| true));
+        assert!(!string_views_valid(
+            &view(&[0xff, b'a'], 0, 0),
+            &[],
+            0,
+            1,
+            |_| true
+        ));
         let split = 20; // inside é (bytes 19 and 20)
-        assert!(!string_views_valid(&view(&data[..split], 0, 0), &[data], 0, 1, |_| true));
-        assert!(!string_views_valid(&views, &[data], usize::MAX, 2, |_| true));
+        assert!(!string_views_valid(
+            &view(&data[..split], 0, 0),
+            &[data],
+            0,
+            1,
+            |_| true
+        ));
+        assert!(!string_views_valid(&views, &[data], usize::MAX, 2, |_| {
+            true
+        }));
     }
 }

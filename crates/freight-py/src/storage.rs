@@ -161,7 +161,10 @@ impl NativeStore {
         let mut slices: Vec<&[u8]> = Vec::with_capacity(2 * buffers.len() + 1);
         slices.push(header.as_slice());
         let mut end = header.len();
-        let packed = header.as_slice().get(5).is_some_and(|&f| envelope::packed(f));
+        let packed = header
+            .as_slice()
+            .get(5)
+            .is_some_and(|&f| envelope::packed(f));
         for frame in frames {
             let start = envelope::frame_start(end, frame.len() as u64, packed);
             slices.push(&PADDING[..start - end]);

@@ -32,7 +32,12 @@ pub struct Plan {
 impl Plan {
     /// The bytes its buffers span (whether validation is worth releasing the GIL for).
     pub fn bytes(&self) -> usize {
-        let own: usize = self.buffers.iter().chain(&self.validity).map(Buffer::len).sum();
+        let own: usize = self
+            .buffers
+            .iter()
+            .chain(&self.validity)
+            .map(Buffer::len)
+            .sum();
         own + self.children.iter().map(Plan::bytes).sum::<usize>()
     }
 }
@@ -50,7 +55,10 @@ pub struct FrameSource<'a, 'py> {
 
 impl<'a, 'py> FrameSource<'a, 'py> {
     pub fn new(frames: &'a Bound<'py, PyAny>) -> Self {
-        Self { frames, exported: HashMap::new() }
+        Self {
+            frames,
+            exported: HashMap::new(),
+        }
     }
 
     fn buffer(&mut self, index: usize) -> PyResult<Buffer> {
@@ -68,7 +76,9 @@ impl<'a, 'py> FrameSource<'a, 'py> {
         let buffer = match NonNull::new(ptr as *mut u8) {
             // SAFETY: the export keeps `len` bytes at `ptr` valid and unmoved until dropped,
             // which the Buffer does when its last user is gone.
-            Some(ptr) if len > 0 => unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(Held(raw))) },
+            Some(ptr) if len > 0 => unsafe {
+                Buffer::from_custom_allocation(ptr, len, Arc::new(Held(raw)))
+            },
             _ => Buffer::from_vec(Vec::<u8>::new()),
         };
         self.exported.insert(index, buffer.clone());
@@ -77,7 +87,11 @@ impl<'a, 'py> FrameSource<'a, 'py> {
 }
 
 /// Reads a node `(length, offset, validity, buffers, children)`.
-pub fn plan(node: &Bound<'_, PyAny>, frames: &mut FrameSource<'_, '_>, depth: usize) -> PyResult<Plan> {
+pub fn plan(
+    node: &Bound<'_, PyAny>,
+    frames: &mut FrameSource<'_, '_>,
+    depth: usize,
+) -> PyResult<Plan> {
     if depth > MAX_DEPTH {
         return Err(PyValueError::new_err("Arrow arrays nested too deep"));
     }
@@ -159,8 +173,12 @@ fn strings(builder: ArrayDataBuilder, data_type: &DataType) -> Result<ArrayData,
             (_, [offsets, values]) => {
                 let wide = matches!(data_type, DataType::LargeUtf8);
                 match data.nulls() {
-                    None => freight_core::utf8::string_array_valid(offsets, values, wide, start, len),
-                    Some(_) => freight_core::utf8::string_array_valid_masked(offsets, values, wide, start, len, is_valid),
+                    None => {
+                        freight_core::utf8::string_array_valid(offsets, values, wide, start, len)
+                    }
+                    Some(_) => freight_core::utf8::string_array_valid_masked(
+                        offsets, values, wide, start, len, is_valid,
+                    ),
                 }
             }
             _ => false,
@@ -186,7 +204,9 @@ fn child_types(t: &DataType) -> Vec<DataType> {
         | DataType::FixedSizeList(f, _)
         | DataType::Map(f, _) => vec![f.data_type().clone()],
         DataType::Dictionary(_, values) => vec![values.as_ref().clone()],
-        DataType::RunEndEncoded(ends, values) => vec![ends.data_type().clone(), values.data_type().clone()],
+        DataType::RunEndEncoded(ends, values) => {
+            vec![ends.data_type().clone(), values.data_type().clone()]
+        }
         _ => vec![],
     }
 }

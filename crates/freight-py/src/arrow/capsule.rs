@@ -33,7 +33,8 @@ pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
         let ptr = capsule.pointer_checked(Some(STREAM))?;
         // SAFETY: a capsule named arrow_array_stream holds an FFI_ArrowArrayStream; from_raw
         // moves it out and marks the capsule's copy released.
-        let reader = unsafe { ArrayStreamReader::from_raw(ptr.as_ptr().cast()) }.map_err(arrow_err)?;
+        let reader =
+            unsafe { ArrayStreamReader::from_raw(ptr.as_ptr().cast()) }.map_err(arrow_err)?;
         let field = Arc::new(Field::clone(reader_field(&reader)));
         let arrays = reader
             .map(|a| a.map(|a| a.to_data()))
@@ -72,7 +73,11 @@ pub fn array<'py>(py: Python<'py>, field: &Field, data: ArrayData) -> PyResult<B
 
 /// An `arrow_array_stream` capsule yielding `arrays`, each of `field`'s type (arrow-rs' own
 /// stream export takes record batches only: a chunked array's stream is of any type).
-pub fn stream(py: Python<'_>, field: FieldRef, arrays: Vec<ArrayData>) -> PyResult<Bound<'_, PyAny>> {
+pub fn stream(
+    py: Python<'_>,
+    field: FieldRef,
+    arrays: Vec<ArrayData>,
+) -> PyResult<Bound<'_, PyAny>> {
     let private = Box::new(Private {
         field,
         arrays: arrays.into(),
@@ -103,7 +108,10 @@ unsafe fn private<'a>(stream: *mut FFI_ArrowArrayStream) -> &'a mut Private {
     unsafe { &mut *((*stream).private_data() as *mut Private) }
 }
 
-unsafe extern "C" fn get_schema(stream: *mut FFI_ArrowArrayStream, out: *mut FFI_ArrowSchema) -> c_int {
+unsafe extern "C" fn get_schema(
+    stream: *mut FFI_ArrowArrayStream,
+    out: *mut FFI_ArrowSchema,
+) -> c_int {
     let private = unsafe { private(stream) };
     match FFI_ArrowSchema::try_from(private.field.as_ref()) {
         Ok(schema) => {
@@ -117,7 +125,10 @@ unsafe extern "C" fn get_schema(stream: *mut FFI_ArrowArrayStream, out: *mut FFI
     }
 }
 
-unsafe extern "C" fn get_next(stream: *mut FFI_ArrowArrayStream, out: *mut FFI_ArrowArray) -> c_int {
+unsafe extern "C" fn get_next(
+    stream: *mut FFI_ArrowArrayStream,
+    out: *mut FFI_ArrowArray,
+) -> c_int {
     let private = unsafe { private(stream) };
     let array = match private.arrays.pop_front() {
         Some(data) => FFI_ArrowArray::new(&data),
@@ -129,7 +140,10 @@ unsafe extern "C" fn get_next(stream: *mut FFI_ArrowArrayStream, out: *mut FFI_A
 
 unsafe extern "C" fn get_last_error(stream: *mut FFI_ArrowArrayStream) -> *const c_char {
     let private = unsafe { private(stream) };
-    private.error.as_ref().map_or(std::ptr::null(), |e| e.as_ptr())
+    private
+        .error
+        .as_ref()
+        .map_or(std::ptr::null(), |e| e.as_ptr())
 }
 
 unsafe extern "C" fn release(stream: *mut FFI_ArrowArrayStream) {

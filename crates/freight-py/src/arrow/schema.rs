@@ -15,7 +15,11 @@ const CONTINUATION: [u8; 4] = [0xff; 4];
 /// The IPC bytes of a schema whose one field is `field` (cached: encoding the flatbuffer is
 /// most of what exporting a small table costs).
 pub fn to_ipc(field: &FieldRef) -> PyResult<Vec<u8>> {
-    if let Some(bytes) = ENCODED.lock().ok().and_then(|c| c.get(field.as_ref()).cloned()) {
+    if let Some(bytes) = ENCODED
+        .lock()
+        .ok()
+        .and_then(|c| c.get(field.as_ref()).cloned())
+    {
         return Ok(bytes);
     }
     let bytes = encode(field);
@@ -65,7 +69,10 @@ pub fn from_ipc(bytes: &[u8]) -> PyResult<FieldRef> {
         .map_err(|_| PyValueError::new_err("the Arrow schema bytes are malformed"))?
         .map_err(|e| PyValueError::new_err(format!("the Arrow schema bytes are malformed: {e}")))?;
     let [field]: [FieldRef; 1] = schema.fields().to_vec().try_into().map_err(|f: Vec<_>| {
-        PyValueError::new_err(format!("an Arrow payload's schema has {} fields, not 1", f.len()))
+        PyValueError::new_err(format!(
+            "an Arrow payload's schema has {} fields, not 1",
+            f.len()
+        ))
     })?;
     if bytes.len() <= CACHED_MAX {
         if let Ok(mut cache) = CACHE.lock() {

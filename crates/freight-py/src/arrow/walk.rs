@@ -43,13 +43,19 @@ impl Frames {
     }
 }
 
-pub fn node<'py>(py: Python<'py>, data: &ArrayData, frames: &mut Frames) -> PyResult<Bound<'py, PyTuple>> {
+pub fn node<'py>(
+    py: Python<'py>,
+    data: &ArrayData,
+    frames: &mut Frames,
+) -> PyResult<Bound<'py, PyTuple>> {
     let compacted = compact_views(data);
     let data = compacted.as_ref().unwrap_or(data);
     let validity = match data.nulls() {
         Some(nulls) if nulls.null_count() > 0 => {
             if nulls.offset() != data.offset() {
-                return Err(PyValueError::new_err("an Arrow validity bitmap offset apart from its array"));
+                return Err(PyValueError::new_err(
+                    "an Arrow validity bitmap offset apart from its array",
+                ));
             }
             Some(frames.index(nulls.buffer()))
         }
@@ -78,11 +84,17 @@ fn compact_views(data: &ArrayData) -> Option<ArrayData> {
     let (held, used) = match data.data_type() {
         DataType::Utf8View => {
             let a = StringViewArray::from(data.clone());
-            (a.data_buffers().iter().map(|b| b.len()).sum::<usize>(), a.total_buffer_bytes_used())
+            (
+                a.data_buffers().iter().map(|b| b.len()).sum::<usize>(),
+                a.total_buffer_bytes_used(),
+            )
         }
         DataType::BinaryView => {
             let a = BinaryViewArray::from(data.clone());
-            (a.data_buffers().iter().map(|b| b.len()).sum::<usize>(), a.total_buffer_bytes_used())
+            (
+                a.data_buffers().iter().map(|b| b.len()).sum::<usize>(),
+                a.total_buffer_bytes_used(),
+            )
         }
         _ => return None,
     };

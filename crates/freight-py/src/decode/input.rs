@@ -261,6 +261,17 @@ impl DecodeCtx {
         self.payload.frames()
     }
 
+    /// Verifies a serializer's frames together (on all cores when large), before they are viewed.
+    pub(crate) fn verify_frames(&self, py: Python<'_>, indices: &[u32]) -> Result<()> {
+        let frames = self.frames();
+        let total: usize = indices
+            .iter()
+            .filter_map(|&i| frames.get(i).ok())
+            .map(|f| f.stored().len())
+            .sum();
+        Ok(maybe_detach(py, total, || frames.verify_many(indices))?)
+    }
+
     /// Frame `index`, to look at (length, writability) before using it.
     pub(crate) fn peek(&self, index: u32) -> Result<&Frame<Input>> {
         Ok(self.frames().get(index)?)

@@ -27,6 +27,7 @@ impl<'py> TreeDecoder<'_, 'py> {
             .clone();
         let meta = self.node(r, None)?;
         let frames = r.frame_list()?;
+        ctx.verify_frames(py, &frames)?;
         let views = PyList::empty(py);
         for index in frames {
             views.append(ctx.frame_view(py, index, true)?)?;
