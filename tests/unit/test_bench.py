@@ -89,6 +89,12 @@ def test_report_has_a_section_per_workload_with_ratios(quick_run: Path) -> None:
     assert "freight vs pickle-5" in text and "freight vs best peer" in text
     assert "freight lz4 vs lz4.frame" in text
     assert text.count("### dumps") == len(WORKLOADS) and text.count("### loads") == len(WORKLOADS)
+    # The tables summary: a row per row count, a ratio per library and direction, a payload ratio.
+    summary = text.split("## Tables against pickle-5", 1)[1].split("\n## ", 1)[0]
+    header = next(line for line in summary.splitlines() if line.startswith("| rows"))
+    assert header.count("dumps") == 3 and header.count("loads") == 3 and header.count("size") == 3
+    first = next(line for line in summary.splitlines() if line.startswith("| 10 rows"))
+    assert first.count("×") == 6 and "–" not in first
 
 
 def test_compare_prints_faster_and_slower(quick_run: Path, tmp_path: Path) -> None:

@@ -142,6 +142,45 @@ def losses(results: dict[str, Any]) -> list[tuple[str, str, str, str, float]]:
     return out
 
 
+TABLES = ("pandas", "polars", "pyarrow")
+
+
+def tables_summary(results: dict[str, Any], idx: dict) -> list[str]:
+    """The tables issue's view: pickle-5 time ÷ freight time per row count, each direction, and
+    freight's payload size ÷ pickle-5's, for the DataFrame and Table workloads measured."""
+    present = [w for w in TABLES if any(k[0] == w for k in idx)]
+    if not present:
+        return []
+    header = ["rows"] + [f"{w} {d}" for w in present for d in ("dumps", "loads")] + [f"{w} size" for w in present]
+    rows = []
+    for label in _labels(results, present[0]):
+        cells = [label]
+        sizes = []
+        for w in present:
+            for d in ("dumps", "loads"):
+                row = idx.get((w, label, d), {})
+                mine, theirs = row.get("freight"), row.get("pickle-5")
+                if mine and theirs:
+                    r = theirs["median_ns"] / mine["median_ns"]
+                    cells.append(fmt_ratio(r))
+                else:
+                    cells.append("–")
+            row = idx.get((w, label, "dumps"), {})
+            mine, theirs = row.get("freight"), row.get("pickle-5")
+            ok = mine and theirs and mine.get("payload_bytes") and theirs.get("payload_bytes")
+            sizes.append(f"{mine['payload_bytes'] / theirs['payload_bytes']:.2f}" if ok else "–")
+        rows.append(cells + sizes)
+    return [
+        "",
+        "## Tables against pickle-5",
+        "",
+        "pickle-5 time ÷ freight time (`dumps`/`loads`, checksums on), and freight's payload size "
+        "÷ pickle-5's.",
+        "",
+        markdown_table(header, rows),
+    ]
+
+
 def render(results: dict[str, Any], plots: Iterable[str] = ()) -> str:
     m = results["machine"]
     s = results["settings"]
@@ -161,6 +200,7 @@ def render(results: dict[str, Any], plots: Iterable[str] = ()) -> str:
         "floor. freight's compression runs on all cores; lz4.frame and zstandard on one, blosc2 "
         "on all.",
     ]
+    lines += tables_summary(results, idx)
     lost = losses(results)
     lines += ["", "## Where freight is slower", ""]
     if lost:
