@@ -26,6 +26,9 @@ __all__ = [
     "_envelope",
     "string_array_valid",
     "compressed_indices_error",
+    "set_transport_speed",
+    "arrow_dumps",
+    "arrow_loads",
 ]
 
 __version__: Final[str]

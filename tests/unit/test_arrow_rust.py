@@ -17,7 +17,6 @@ import freight
 from freight._freight import arrow_dumps, arrow_loads
 from freight.serializers import arrow as far
 from freight.serializers import arrow_python as farp
-
 from test_hostile_libraries import forge, run_isolated
 
 TZ = datetime.timezone(datetime.timedelta(hours=2))

@@ -174,8 +174,7 @@ def tables_summary(results: dict[str, Any], idx: dict) -> list[str]:
         "",
         "## Tables against pickle-5",
         "",
-        "pickle-5 time ÷ freight time (`dumps`/`loads`, checksums on), and freight's payload size "
-        "÷ pickle-5's.",
+        "pickle-5 time ÷ freight time (`dumps`/`loads`, checksums on), and freight's payload size ÷ pickle-5's.",
         "",
         markdown_table(header, rows),
     ]

@@ -11,7 +11,8 @@ registers into ``freight.registry.BUILTINS``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 

@@ -64,7 +64,6 @@ class _PolarsSerializer(LibrarySerializer):
     errors = (Exception,)  # polars raises its own exception family
 
 
-
 class DataFrameSerializer(_PolarsSerializer):
     tag = "polars.DataFrame"
     types = (pl.DataFrame,)
