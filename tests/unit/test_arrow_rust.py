@@ -347,3 +347,95 @@ def test_forged_strings_are_refused_before_pyarrow_uses_them():
         pc.unique(arr)  # segfaults
         """,
     )
+
+
+# -- polars through the same path ---------------------------------------------------------------
+
+
+def _polars_columns():
+    import polars as pl
+
+    n = 5
+    columns = {
+        "i8": pl.Series([1, None, -3, 4, 5], dtype=pl.Int8),
+        "i16": pl.Series(range(n), dtype=pl.Int16),
+        "i32": pl.Series(range(n), dtype=pl.Int32),
+        "i64": pl.Series([None, *range(n - 1)], dtype=pl.Int64),
+        "u8": pl.Series(range(n), dtype=pl.UInt8),
+        "u16": pl.Series(range(n), dtype=pl.UInt16),
+        "u32": pl.Series(range(n), dtype=pl.UInt32),
+        "u64": pl.Series([2**64 - 1] * n, dtype=pl.UInt64),
+        "f32": pl.Series([1.5, None, 2.5, 3.0, -0.0], dtype=pl.Float32),
+        "f64": pl.Series([1.5, 2.0, None, 4.0, 5.0]),
+        "bool": pl.Series([True, None, False, True, False]),
+        "str": pl.Series(["a", "a longer value than twelve", None, "é", ""]),
+        "binary": pl.Series([b"\x00", None, b"x" * 20, b"", b"y"]),
+        "date": pl.Series([datetime.date(2020, 1, i + 1) for i in range(n)]),
+        "time": pl.Series([datetime.time(1, 2, i) for i in range(n)]),
+        "datetime ms": pl.Series([datetime.datetime(2020, 1, 1, i) for i in range(n)], dtype=pl.Datetime("ms")),
+        "datetime tz": pl.Series([datetime.datetime(2020, 1, 1, i) for i in range(n)]).dt.replace_time_zone(
+            "Europe/Paris"
+        ),
+        "duration": pl.Series([datetime.timedelta(seconds=i) for i in range(n)]),
+        "decimal": pl.Series(["1.25", "2.5", None, "-3", "0"], dtype=pl.Decimal(10, 2)),
+        "list": pl.Series([[1], [], None, [2, 3], [4]]),
+        "array": pl.Series([[1, 2]] * n, dtype=pl.Array(pl.Int64, 2)),
+        "struct": pl.Series([{"a": i, "b": str(i)} for i in range(n)]),
+        "categorical": pl.Series(["x", "y", None, "x", "z"], dtype=pl.Categorical),
+        "enum": pl.Series(["lo", "hi", "lo", None, "hi"], dtype=pl.Enum(["lo", "hi"])),
+        "null": pl.Series([None] * n, dtype=pl.Null),
+    }
+    return columns
+
+
+def test_every_polars_dtype_round_trips_with_its_exact_schema():
+    import polars as pl
+
+    columns = _polars_columns()
+    df = pl.DataFrame(columns)
+    for value in (df, df[1:4], pl.concat([df, df], rechunk=False), df.clear()):
+        for options in ({}, {"zero_copy": True}):
+            back = freight.loads(freight.dumps(value), allow_pickle=False, **options)
+            assert back.schema == value.schema and back.equals(value)
+        assert freight.loads_frames(freight.dumps_frames(value)).equals(value)
+    for name, s in columns.items():
+        back = freight.loads(freight.dumps(s.rename(name)), allow_pickle=False)
+        assert back.name == name and back.dtype == s.dtype and back.equals(s), name
+
+
+def test_polars_dtypes_arrow_cannot_carry_go_by_polars_own_pickle():
+    import polars as pl
+
+    if not hasattr(pl, "Int128"):
+        pytest.skip("this polars has no Int128")
+    df = pl.DataFrame({"big": pl.Series([2**100, None], dtype=pl.Int128), "i": [1, 2]})
+    blob = freight.dumps(df)
+    assert freight.inspect(blob)["needs_pickle"]
+    with pytest.raises(freight.UnsafePayloadError):
+        freight.loads(blob, allow_pickle=False)
+    back = freight.loads(blob)
+    assert back.schema == df.schema and back.equals(df)
+    assert freight.loads(freight.dumps(df["big"])).equals(df["big"])
+
+
+def test_a_loaded_polars_frame_can_be_edited():
+    import polars as pl
+
+    df = pl.DataFrame({"a": [1, 2, 3], "s": ["x", "y", "z"]})
+    back = freight.loads(freight.dumps(df))
+    back = back.with_columns(pl.col("a") * 2)
+    back[0, "a"] = 99
+    assert back["a"].to_list() == [99, 4, 6] and df["a"].to_list() == [1, 2, 3]
+
+
+def test_forged_polars_strings_are_refused():
+    import polars as pl
+
+    (schema, batches), frames = arrow_dumps(pl.DataFrame({"s": ["a value longer than twelve"]}))
+    frames = [bytes(f) for f in frames]
+    node = _editable(batches[0])
+    views = node[4][0][3][0]
+    frames[views] = _view(26, prefix=b"a va", offset=500)
+    blob = forge("polars.DataFrame", (schema, [_frozen(node)]), frames)
+    with pytest.raises(freight.DeserializationError):
+        freight.loads(blob, allow_pickle=False)

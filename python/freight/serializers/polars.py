@@ -21,7 +21,7 @@ import polars as pl
 from freight._freight import arrow_dumps, arrow_loads
 from freight.exceptions import DeserializationError, SerializationError
 from freight.registry import BUILTINS
-from freight.serializers import LibrarySerializer
+from freight.serializers import LibrarySerializer, Pickled
 
 
 def _has_objects(dtypes: Any) -> bool:
@@ -64,6 +64,22 @@ class _PolarsSerializer(LibrarySerializer):
     errors = (Exception,)  # polars raises its own exception family
 
 
+def _exported(value: Any) -> tuple[Any, list[Any]]:
+    try:
+        return arrow_dumps(value)
+    except ValueError:
+        # A dtype Arrow has no type for (polars' Int128): polars pickles the value itself (its
+        # own IPC inside), as a pickle island, so the payload says it needs pickle to load.
+        return {"pickled": Pickled(value)}, []
+
+
+def _unpickled(meta: dict[str, Any], kind: type) -> Any:
+    value = meta["pickled"].value
+    if type(value) is not kind:
+        raise ValueError(f"a pickled {kind.__name__} holds a {type(value).__name__}")
+    return value
+
+
 class DataFrameSerializer(_PolarsSerializer):
     tag = "polars.DataFrame"
     types = (pl.DataFrame,)
@@ -71,11 +87,13 @@ class DataFrameSerializer(_PolarsSerializer):
     def serialize(self, df: pl.DataFrame) -> tuple[Any, list[Any]]:
         if _has_objects(df.dtypes):
             _refuse_objects()
-        return arrow_dumps(df)
+        return _exported(df)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.DataFrame:
         if isinstance(meta, tuple):
             return _frame_from(_Stream(arrow_loads(meta, frames, "stream")))
+        if "pickled" in meta:
+            return _unpickled(meta, pl.DataFrame)
         return pl.DataFrame(meta["table"])  # a payload of an earlier version: a pyarrow table
 
 
@@ -86,11 +104,13 @@ class SeriesSerializer(_PolarsSerializer):
     def serialize(self, s: pl.Series) -> tuple[Any, list[Any]]:
         if _has_objects([s.dtype]):
             _refuse_objects()
-        return arrow_dumps(s)
+        return _exported(s)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.Series:
         if isinstance(meta, tuple):
             return pl.Series(_Stream(arrow_loads(meta, frames, "stream")))
+        if "pickled" in meta:
+            return _unpickled(meta, pl.Series)
         out = pl.from_arrow(meta["table"])  # a payload of an earlier version: a one-column table
         assert isinstance(out, pl.DataFrame)
         return out.to_series(0)

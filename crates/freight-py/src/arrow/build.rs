@@ -193,7 +193,7 @@ fn strings(builder: ArrayDataBuilder, data_type: &DataType) -> Result<ArrayData,
 
 /// The types of an array's children, as arrow-rs lays them out (a dictionary's values are
 /// its one child).
-fn child_types(t: &DataType) -> Vec<DataType> {
+pub fn child_types(t: &DataType) -> Vec<DataType> {
     match t {
         DataType::Struct(fields) => fields.iter().map(|f| f.data_type().clone()).collect(),
         DataType::Union(fields, _) => fields.iter().map(|(_, f)| f.data_type().clone()).collect(),

@@ -6,11 +6,10 @@ use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::Arc;
 
-use arrow_array::ffi::{from_ffi, FFI_ArrowArray, FFI_ArrowSchema};
-use arrow_array::ffi_stream::{ArrayStreamReader, FFI_ArrowArrayStream};
-use arrow_array::Array;
+use arrow_array::ffi::{from_ffi_and_data_type, FFI_ArrowArray, FFI_ArrowSchema};
+use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_data::ArrayData;
-use arrow_schema::{Field, FieldRef};
+use arrow_schema::{DataType, Field, FieldRef};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
@@ -33,14 +32,8 @@ pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
         let ptr = capsule.pointer_checked(Some(STREAM))?;
         // SAFETY: a capsule named arrow_array_stream holds an FFI_ArrowArrayStream; from_raw
         // moves it out and marks the capsule's copy released.
-        let reader =
-            unsafe { ArrayStreamReader::from_raw(ptr.as_ptr().cast()) }.map_err(arrow_err)?;
-        let field = Arc::new(Field::clone(reader_field(&reader)));
-        let arrays = reader
-            .map(|a| a.map(|a| a.to_data()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(arrow_err)?;
-        return Ok((field, arrays));
+        let stream = unsafe { FFI_ArrowArrayStream::from_raw(ptr.as_ptr().cast()) };
+        return read_stream(stream);
     }
     let pair = obj.call_method0(pyo3::intern!(py, "__arrow_c_array__"))?;
     let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
@@ -50,16 +43,97 @@ pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
     // array is moved out (its capsule's copy marked released), the schema only borrowed.
     unsafe {
         let schema = &*(schema_ptr.as_ptr() as *const FFI_ArrowSchema);
-        let array = FFI_ArrowArray::from_raw(array_ptr.as_ptr().cast());
+        let mut array = FFI_ArrowArray::from_raw(array_ptr.as_ptr().cast());
         let field = Arc::new(Field::try_from(schema).map_err(arrow_err)?);
-        let data = from_ffi(array, schema).map_err(arrow_err)?;
+        accept_null_buffers(&mut array as *mut FFI_ArrowArray as *mut RawArray, field.data_type());
+        let data = from_ffi_and_data_type(array, field.data_type().clone()).map_err(arrow_err)?;
         Ok((field, vec![data]))
     }
 }
 
-fn reader_field(reader: &ArrayStreamReader) -> &Field {
-    use arrow_array::ArrayReader;
-    reader.field()
+/// Every array of a C stream, of any type (arrow-rs' readers take record batches, or give
+/// arrays only after importing them, too late for `accept_null_buffers`).
+fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<ArrayData>)> {
+    let (Some(get_schema), Some(get_next)) = (stream.get_schema(), stream.get_next()) else {
+        return Err(PyValueError::new_err("the Arrow stream is already released"));
+    };
+    let failed = |stream: &mut FFI_ArrowArrayStream, rc: c_int| {
+        // SAFETY: get_last_error is called on the stream whose call failed, before any other.
+        let message = stream
+            .get_last_error()
+            .map(|f| unsafe { f(stream) })
+            .filter(|p| !p.is_null())
+            .map(|p| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned());
+        PyValueError::new_err(format!(
+            "the Arrow stream failed (error {rc}): {}",
+            message.unwrap_or_default()
+        ))
+    };
+    let mut schema = FFI_ArrowSchema::empty();
+    // SAFETY: the C stream interface's contract, on a stream that is not released.
+    let rc = unsafe { get_schema(&mut stream, &mut schema) };
+    if rc != 0 {
+        return Err(failed(&mut stream, rc));
+    }
+    let field = Arc::new(Field::try_from(&schema).map_err(arrow_err)?);
+    let mut arrays = Vec::new();
+    loop {
+        let mut array = FFI_ArrowArray::empty();
+        let rc = unsafe { get_next(&mut stream, &mut array) };
+        if rc != 0 {
+            return Err(failed(&mut stream, rc));
+        }
+        if array.is_released() {
+            return Ok((field, arrays)); // the end of the stream
+        }
+        // SAFETY: `array` is a valid, unreleased FFI array of `field`'s type.
+        unsafe { accept_null_buffers(&mut array as *mut FFI_ArrowArray as *mut RawArray, field.data_type()) };
+        let data = unsafe { from_ffi_and_data_type(array, field.data_type().clone()) }.map_err(arrow_err)?;
+        arrays.push(data);
+    }
+}
+
+/// The C Data Interface's ArrowArray, field by field (arrow-rs keeps its fields private).
+#[repr(C)]
+struct RawArray {
+    length: i64,
+    null_count: i64,
+    offset: i64,
+    n_buffers: i64,
+    n_children: i64,
+    buffers: *mut *const c_void,
+    children: *mut *mut RawArray,
+    dictionary: *mut RawArray,
+    release: Option<unsafe extern "C" fn(*mut RawArray)>,
+    private_data: *mut c_void,
+}
+
+/// polars exports arrays of the null type with one (validity) buffer where the spec has none,
+/// which arrow-rs refuses: such arrays are read as having none (the producer's release
+/// callback frees its buffers whatever `n_buffers` says).
+///
+/// # Safety
+/// `array` points to a valid, unreleased C array of type `data_type`.
+unsafe fn accept_null_buffers(array: *mut RawArray, data_type: &DataType) {
+    unsafe {
+        let a = &mut *array;
+        match data_type {
+            DataType::Null => a.n_buffers = 0,
+            DataType::Dictionary(_, values) if !a.dictionary.is_null() => accept_null_buffers(a.dictionary, values),
+            _ => {
+                let types = super::build::child_types(data_type);
+                if a.children.is_null() || a.n_children != types.len() as i64 {
+                    return; // arrow-rs reports the mismatch
+                }
+                for (i, t) in types.iter().enumerate() {
+                    let child = *a.children.add(i);
+                    if !child.is_null() {
+                        accept_null_buffers(child, t);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `(arrow_schema, arrow_array)` capsules of one array.
