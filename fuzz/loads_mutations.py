@@ -36,6 +36,8 @@ KINDS = [
     # Kinds added by the second round (payload-controlled indices), after the first ones so that a
     # short run still reaches every kind above.
     "pandas-sparse", "pyarrow-nested", "torch-sparse-compressed", "tf-ragged", "tf-sparse",
+    # Third round: layouts only the Rust Arrow path rebuilds from buffers.
+    "pyarrow-layouts", "polars-nested",
 ]  # fmt: skip
 
 CHILD = r"""
@@ -81,6 +83,22 @@ def value(kind):
             "ll": pa.array([[[1], [2, 3]], None] * 4, type=pa.list_(pa.large_list(pa.int16()))),
             "f": pa.array([[1, 2]] * 8, type=pa.list_(pa.int8(), 2)),
         })
+    if kind == "pyarrow-layouts":  # what only the Rust Arrow path rebuilds from buffers
+        import pyarrow as pa
+        return pa.table({
+            "u": pa.UnionArray.from_dense(pa.array([0, 1, 0, 1], pa.int8()), pa.array([0, 0, 1, 1], pa.int32()),
+                                          [pa.array([1, 2]), pa.array(["a", "b"])]),
+            "r": pa.RunEndEncodedArray.from_arrays([1, 4], pa.array(["x", None])),
+            "v": pa.array(["short", "a value longer than twelve bytes", None, "é" * 9], pa.string_view()),
+            "b": pa.array([b"\xff" * 20, b"", None, b"x"], pa.binary_view()),
+            "lv": pa.array([[1], None, [2, 3], []], pa.list_view(pa.int32())),
+        })
+    if kind == "polars-nested":
+        import polars as pl
+        return pl.DataFrame({"s": ["a value longer than twelve bytes"] * 8,
+                             "c": pl.Series(list("xyxyxyxy"), dtype=pl.Categorical),
+                             "e": pl.Series(list("abababab"), dtype=pl.Enum(["a", "b"])), "n": [None] * 8,
+                             "l": [[1, 2], None] * 4, "st": [{"a": 1, "b": "q"}] * 8})
     if kind == "polars":
         import polars as pl
         return pl.DataFrame({"i": range(8), "s": list("abcdefgh"), "f": [0.5] * 8})

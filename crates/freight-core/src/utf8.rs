@@ -13,24 +13,11 @@ pub fn string_array_valid(
     start: usize,
     len: usize,
 ) -> bool {
-    let width = if wide { 8 } else { 4 };
-    let Some(count) = start.checked_add(len).and_then(|n| n.checked_add(1)) else {
+    let Some(o) = Offsets::new(offsets, wide, start, len) else {
         return false;
     };
-    let Some(needed) = count.checked_mul(width) else {
-        return false;
-    };
-    if offsets.len() < needed {
-        return false;
-    }
-    let read = |i: usize| -> i64 {
-        let at = &offsets[i * width..(i + 1) * width];
-        if wide {
-            i64::from_le_bytes(at.try_into().expect("8 bytes"))
-        } else {
-            i32::from_le_bytes(at.try_into().expect("4 bytes")) as i64
-        }
-    };
+    let (width, count) = (o.width, start + len + 1);
+    let read = |i: usize| o.read(i);
     let (first, last) = (read(start), read(start + len));
     if first < 0 || last < first || last as u128 > data.len() as u128 {
         return false;
@@ -76,6 +63,30 @@ fn pairs<const W: usize>(used: &[u8], read: impl Fn(&[u8]) -> i64) -> bool {
         .fold(false, |bad, (a, b)| bad | (read(b) < read(a)))
 }
 
+/// The little-endian offsets (i32, or i64 when wide) of `len` values from value `start`.
+struct Offsets<'a> {
+    bytes: &'a [u8],
+    width: usize,
+}
+
+impl<'a> Offsets<'a> {
+    /// None when the buffer holds fewer than the `len + 1` offsets needed (or they overflow).
+    fn new(bytes: &'a [u8], wide: bool, start: usize, len: usize) -> Option<Self> {
+        let width = if wide { 8 } else { 4 };
+        let needed = start.checked_add(len)?.checked_add(1)?.checked_mul(width)?;
+        (bytes.len() >= needed).then_some(Self { bytes, width })
+    }
+
+    fn read(&self, i: usize) -> i64 {
+        let at = &self.bytes[i * self.width..(i + 1) * self.width];
+        if self.width == 8 {
+            i64::from_le_bytes(at.try_into().expect("8 bytes"))
+        } else {
+            i32::from_le_bytes(at.try_into().expect("4 bytes")) as i64
+        }
+    }
+}
+
 /// `string_array_valid` for an array with null slots, whose bytes Arrow allows to be anything:
 /// offsets in bounds and non-decreasing everywhere, UTF-8 checked only where `is_valid(i)` (the
 /// index into the array, from 0) says a value is present.
@@ -91,21 +102,10 @@ pub fn string_array_valid_masked(
         return true;
     }
     // Rare: not valid as a whole. Offsets alone, then each present value on its own.
-    let width = if wide { 8 } else { 4 };
-    let read = |i: usize| -> i64 {
-        let at = &offsets[i * width..(i + 1) * width];
-        if wide {
-            i64::from_le_bytes(at.try_into().expect("8 bytes"))
-        } else {
-            i32::from_le_bytes(at.try_into().expect("4 bytes")) as i64
-        }
-    };
-    let Some(count) = start.checked_add(len).and_then(|n| n.checked_add(1)) else {
+    let Some(o) = Offsets::new(offsets, wide, start, len) else {
         return false;
     };
-    if count.checked_mul(width).is_none_or(|n| offsets.len() < n) {
-        return false;
-    }
+    let read = |i: usize| o.read(i);
     let mut previous = read(start);
     if previous < 0 {
         return false;

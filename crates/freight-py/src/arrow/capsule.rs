@@ -45,7 +45,10 @@ pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
         let schema = &*(schema_ptr.as_ptr() as *const FFI_ArrowSchema);
         let mut array = FFI_ArrowArray::from_raw(array_ptr.as_ptr().cast());
         let field = Arc::new(Field::try_from(schema).map_err(arrow_err)?);
-        accept_null_buffers(&mut array as *mut FFI_ArrowArray as *mut RawArray, field.data_type());
+        accept_null_buffers(
+            &mut array as *mut FFI_ArrowArray as *mut RawArray,
+            field.data_type(),
+        );
         let data = from_ffi_and_data_type(array, field.data_type().clone()).map_err(arrow_err)?;
         Ok((field, vec![data]))
     }
@@ -55,7 +58,9 @@ pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
 /// arrays only after importing them, too late for `accept_null_buffers`).
 fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<ArrayData>)> {
     let (Some(get_schema), Some(get_next)) = (stream.get_schema(), stream.get_next()) else {
-        return Err(PyValueError::new_err("the Arrow stream is already released"));
+        return Err(PyValueError::new_err(
+            "the Arrow stream is already released",
+        ));
     };
     let failed = |stream: &mut FFI_ArrowArrayStream, rc: c_int| {
         // SAFETY: get_last_error is called on the stream whose call failed, before any other.
@@ -63,7 +68,11 @@ fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<Arra
             .get_last_error()
             .map(|f| unsafe { f(stream) })
             .filter(|p| !p.is_null())
-            .map(|p| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned());
+            .map(|p| {
+                unsafe { std::ffi::CStr::from_ptr(p) }
+                    .to_string_lossy()
+                    .into_owned()
+            });
         PyValueError::new_err(format!(
             "the Arrow stream failed (error {rc}): {}",
             message.unwrap_or_default()
@@ -87,8 +96,14 @@ fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<Arra
             return Ok((field, arrays)); // the end of the stream
         }
         // SAFETY: `array` is a valid, unreleased FFI array of `field`'s type.
-        unsafe { accept_null_buffers(&mut array as *mut FFI_ArrowArray as *mut RawArray, field.data_type()) };
-        let data = unsafe { from_ffi_and_data_type(array, field.data_type().clone()) }.map_err(arrow_err)?;
+        unsafe {
+            accept_null_buffers(
+                &mut array as *mut FFI_ArrowArray as *mut RawArray,
+                field.data_type(),
+            )
+        };
+        let data = unsafe { from_ffi_and_data_type(array, field.data_type().clone()) }
+            .map_err(arrow_err)?;
         arrays.push(data);
     }
 }
@@ -119,7 +134,9 @@ unsafe fn accept_null_buffers(array: *mut RawArray, data_type: &DataType) {
         let a = &mut *array;
         match data_type {
             DataType::Null => a.n_buffers = 0,
-            DataType::Dictionary(_, values) if !a.dictionary.is_null() => accept_null_buffers(a.dictionary, values),
+            DataType::Dictionary(_, values) if !a.dictionary.is_null() => {
+                accept_null_buffers(a.dictionary, values)
+            }
             _ => {
                 let types = super::build::child_types(data_type);
                 if a.children.is_null() || a.n_children != types.len() as i64 {
