@@ -403,19 +403,21 @@ def test_every_polars_dtype_round_trips_with_its_exact_schema():
         assert back.name == name and back.dtype == s.dtype and back.equals(s), name
 
 
-def test_polars_dtypes_arrow_cannot_carry_go_by_polars_own_pickle():
+def test_polars_dtypes_arrow_cannot_carry_go_by_polars_own_ipc_not_pickle():
     import polars as pl
 
     if not hasattr(pl, "Int128"):
         pytest.skip("this polars has no Int128")
     df = pl.DataFrame({"big": pl.Series([2**100, None], dtype=pl.Int128), "i": [1, 2]})
     blob = freight.dumps(df)
-    assert freight.inspect(blob)["needs_pickle"]
-    with pytest.raises(freight.UnsafePayloadError):
-        freight.loads(blob, allow_pickle=False)
-    back = freight.loads(blob)
+    assert not freight.inspect(blob)["needs_pickle"]
+    back = freight.loads(blob, allow_pickle=False)
     assert back.schema == df.schema and back.equals(df)
-    assert freight.loads(freight.dumps(df["big"])).equals(df["big"])
+    series = freight.loads(freight.dumps(df["big"]), allow_pickle=False)
+    assert series.name == "big" and series.equals(df["big"])
+    for forged in ({"ipc": 0}, [b"not IPC"]), ({"ipc": 1}, [b""]), ({"ipc": 0}, []):
+        with pytest.raises(freight.DeserializationError):
+            freight.loads(forge("polars.DataFrame", *forged), allow_pickle=False)
 
 
 def test_a_loaded_polars_frame_can_be_edited():

@@ -2,8 +2,9 @@
 ``freight.serializers.arrow``): polars exports its columns through the Arrow PyCapsule interface
 (no copy), and imports the validated arrays back the same way; no pyarrow is involved. Nested
 list/struct/array columns, categorical/enum, decimal and temporal types with time zones
-round-trip with their exact schema, and no pickle is involved. Payloads written before the Rust
-path (a pyarrow table under ``"table"``) still load. Columns of
+round-trip with their exact schema, and no pickle is involved. Frames with a dtype Arrow has no
+type for (Int128) travel in polars' own IPC format instead (one copy). Payloads written before
+the Rust path (a pyarrow table under ``"table"``) still load. Columns of
 polars' Object dtype have no Arrow form and polars cannot pickle them either: they are refused
 with a clear error. A LazyFrame travels as its query plan (polars' binary format); since polars
 unpickles the Python functions a plan may hold, its serializer is not ``safe``. Imported the
@@ -21,7 +22,7 @@ import polars as pl
 from freight._freight import arrow_dumps, arrow_loads
 from freight.exceptions import DeserializationError, SerializationError
 from freight.registry import BUILTINS
-from freight.serializers import LibrarySerializer, Pickled
+from freight.serializers import LibrarySerializer
 
 
 def _has_objects(dtypes: Any) -> bool:
@@ -68,16 +69,18 @@ def _exported(value: Any) -> tuple[Any, list[Any]]:
     try:
         return arrow_dumps(value)
     except ValueError:
-        # A dtype Arrow has no type for (polars' Int128): polars pickles the value itself (its
-        # own IPC inside), as a pickle island, so the payload says it needs pickle to load.
-        return {"pickled": Pickled(value)}, []
+        # A dtype Arrow has no type for (polars' Int128): polars' own IPC format, one frame (a
+        # copy). No pickle: polars reads it back with its own reader.
+        frame = value.to_frame() if isinstance(value, pl.Series) else value
+        sink = io.BytesIO()
+        frame.write_ipc(sink, compat_level=pl.CompatLevel.newest())
+        return {"ipc": 0}, [sink.getbuffer()]
 
 
-def _unpickled(meta: dict[str, Any], kind: type) -> Any:
-    value = meta["pickled"].value
-    if type(value) is not kind:
-        raise ValueError(f"a pickled {kind.__name__} holds a {type(value).__name__}")
-    return value
+def _from_ipc(meta: dict[str, Any], frames: list[memoryview]) -> pl.DataFrame:
+    if meta["ipc"] != 0 or len(frames) != 1:
+        raise ValueError("a polars IPC payload holds one frame")
+    return pl.read_ipc(io.BytesIO(frames[0]))
 
 
 class DataFrameSerializer(_PolarsSerializer):
@@ -92,8 +95,8 @@ class DataFrameSerializer(_PolarsSerializer):
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.DataFrame:
         if isinstance(meta, tuple):
             return _frame_from(_Stream(arrow_loads(meta, frames, "stream")))
-        if "pickled" in meta:
-            return _unpickled(meta, pl.DataFrame)
+        if "ipc" in meta:
+            return _from_ipc(meta, frames)
         return pl.DataFrame(meta["table"])  # a payload of an earlier version: a pyarrow table
 
 
@@ -109,8 +112,8 @@ class SeriesSerializer(_PolarsSerializer):
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.Series:
         if isinstance(meta, tuple):
             return pl.Series(_Stream(arrow_loads(meta, frames, "stream")))
-        if "pickled" in meta:
-            return _unpickled(meta, pl.Series)
+        if "ipc" in meta:
+            return _from_ipc(meta, frames).to_series(0)
         out = pl.from_arrow(meta["table"])  # a payload of an earlier version: a one-column table
         assert isinstance(out, pl.DataFrame)
         return out.to_series(0)
