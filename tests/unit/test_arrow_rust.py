@@ -441,3 +441,21 @@ def test_forged_polars_strings_are_refused():
     blob = forge("polars.DataFrame", (schema, [_frozen(node)]), frames)
     with pytest.raises(freight.DeserializationError):
         freight.loads(blob, allow_pickle=False)
+
+
+def test_arrays_loaded_from_a_reused_buffer_do_not_change_with_it():
+    import polars as pl
+
+    table = pa.table({"s": ["ab", "cd", "ef"] * 100, "i": list(range(300))})
+    frame = pl.DataFrame({"s": ["a value longer than twelve"] * 50, "i": list(range(50))})
+    for value in (table, frame):
+        received = bytearray(freight.dumps(value))  # a receive buffer, reused for the next message
+        back = freight.loads(received)
+        received[:] = bytes(len(received))  # zeroed: offsets and views would now point anywhere
+        assert back.equals(value)
+        # Frames given as writable buffers are copied too; read-only ones (bytes) are viewed.
+        parts = [bytearray(p) for p in freight.dumps_frames(value)]
+        back = freight.loads_frames(parts)
+        for p in parts:
+            p[:] = bytes(len(p))
+        assert back.equals(value)

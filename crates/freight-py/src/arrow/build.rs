@@ -72,6 +72,14 @@ impl<'a, 'py> FrameSource<'a, 'py> {
             )));
         }
         let raw = RawBuffer::simple(&self.frames.get_item(index)?)?;
+        if !raw.readonly() {
+            // Writable memory (a bytearray the caller may reuse for the next message): arrays
+            // over it would change, past their validation, when it does. Copied; read-only
+            // frames (bytes, zero-copy loads) are viewed in place.
+            let buffer = Buffer::from_slice_ref(raw.as_slice());
+            self.exported.insert(index, buffer.clone());
+            return Ok(buffer);
+        }
         let (ptr, len) = (raw.ptr(), raw.len());
         let buffer = match NonNull::new(ptr as *mut u8) {
             // SAFETY: the export keeps `len` bytes at `ptr` valid and unmoved until dropped,
