@@ -49,16 +49,23 @@ class _Stream:
         return self.capsule
 
 
-try:  # polars' own import of a stream as a DataFrame, without the constructor's type checks
+try:  # polars' own import of a stream, without the constructors' type checks (2 µs a call)
     from polars._plr import PySeries as _PySeries
     from polars._utils.wrap import wrap_df as _wrap_df
+    from polars._utils.wrap import wrap_s as _wrap_s
 
     def _frame_from(stream: _Stream) -> pl.DataFrame:
         return _wrap_df(_PySeries.from_arrow_c_stream(stream).struct_unnest())
-except ImportError:  # pragma: no cover - other polars versions: the public constructor
+
+    def _series_from(stream: _Stream) -> pl.Series:
+        return _wrap_s(_PySeries.from_arrow_c_stream(stream))
+except ImportError:  # pragma: no cover - other polars versions: the public constructors
 
     def _frame_from(stream: _Stream) -> pl.DataFrame:
         return pl.DataFrame(stream)
+
+    def _series_from(stream: _Stream) -> pl.Series:
+        return pl.Series(stream)
 
 
 class _PolarsSerializer(LibrarySerializer):
@@ -111,7 +118,7 @@ class SeriesSerializer(_PolarsSerializer):
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.Series:
         if isinstance(meta, tuple):
-            return pl.Series(_Stream(arrow_loads(meta, frames, "stream")))
+            return _series_from(_Stream(arrow_loads(meta, frames, "stream")))
         if "ipc" in meta:
             return _from_ipc(meta, frames).to_series(0)
         out = pl.from_arrow(meta["table"])  # a payload of an earlier version: a one-column table
