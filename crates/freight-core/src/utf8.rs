@@ -126,17 +126,12 @@ pub fn string_array_valid_masked(
 }
 
 /// Whether `len` views from view `start` of a string_view array (16 bytes each: length,
-/// then up to 12 inline bytes, or a 4-byte prefix, data buffer index and offset) are valid:
-/// every value in bounds of its data buffer, its prefix equal to its first bytes, and valid
-/// UTF-8, for the views `is_valid(i)` (from 0) says hold a value. The common case, ASCII inline values and ASCII data buffers, is decided in vectorised
-/// passes; other values are checked one by one.
-pub fn string_views_valid(
-    views: &[u8],
-    data: &[&[u8]],
-    start: usize,
-    len: usize,
-    is_valid: impl Fn(usize) -> bool,
-) -> bool {
+/// then up to 12 inline bytes padded with zeros, or a 4-byte prefix, data buffer index and
+/// offset) are valid: every value in bounds of its data buffer, its prefix equal to its first
+/// bytes, and valid UTF-8. Null slots are checked too: readers (polars' string kernels) read
+/// every view whatever the validity says. The common case, ASCII inline values and ASCII data
+/// buffers, is decided in vectorised passes; other values are checked one by one.
+pub fn string_views_valid(views: &[u8], data: &[&[u8]], start: usize, len: usize) -> bool {
     let Some(range) = start
         .checked_add(len)
         .and_then(|end| Some(start.checked_mul(16)?..end.checked_mul(16)?))
@@ -153,20 +148,23 @@ pub fn string_views_valid(
         acc | if (view as u32) <= 12 { view >> 32 } else { 0 }
     });
     let inline_ascii = inline_bits & 0x8080_8080_8080_8080_8080_8080 == 0;
-    for (i, v) in views.chunks_exact(16).enumerate() {
-        if !is_valid(i) {
-            continue; // a null slot's view may be anything (Arrow's spec)
-        }
+    for v in views.chunks_exact(16) {
         let n = u32::from_le_bytes(v[..4].try_into().expect("4 bytes")) as usize;
         if n <= 12 {
-            if !inline_ascii && simdutf8::basic::from_utf8(&v[4..4 + n]).is_err() {
+            // Padding must be zero (Arrow's rule: equal values have equal views).
+            if v[4 + n..].iter().any(|&b| b != 0)
+                || (!inline_ascii && simdutf8::basic::from_utf8(&v[4..4 + n]).is_err())
+            {
                 return false;
             }
             continue;
         }
         let buffer = u32::from_le_bytes(v[8..12].try_into().expect("4 bytes")) as usize;
         let offset = u32::from_le_bytes(v[12..16].try_into().expect("4 bytes")) as usize;
-        let Some(value) = data.get(buffer).and_then(|d| d.get(offset..offset + n)) else {
+        let Some(value) = data
+            .get(buffer)
+            .and_then(|d| d.get(offset..offset.checked_add(n)?))
+        else {
             return false;
         };
         if value[..4] != v[4..8]
@@ -347,45 +345,33 @@ mod tests {
         views.extend(view("héllo".as_bytes(), 0, 0));
         views.extend(view(&data[2..19], 0, 2));
         views.extend(view(data, 0, 0));
-        assert!(string_views_valid(&views, &[data], 0, 4, |_| true));
-        assert!(string_views_valid(&views, &[data], 1, 3, |_| true));
+        assert!(string_views_valid(&views, &[data], 0, 4));
+        assert!(string_views_valid(&views, &[data], 1, 3));
         // Out of range: too few views, a missing buffer, beyond the buffer, a wrong prefix.
-        assert!(!string_views_valid(&views, &[data], 2, 3, |_| true));
-        assert!(!string_views_valid(
-            &view(data, 1, 0),
-            &[data],
-            0,
-            1,
-            |_| true
-        ));
+        assert!(!string_views_valid(&views, &[data], 2, 3));
+        assert!(!string_views_valid(&view(data, 1, 0), &[data], 0, 1));
         assert!(!string_views_valid(
             &view(&data[..20], 0, 20),
             &[data],
             0,
-            1,
-            |_| true
+            1
         ));
         let mut bad = view(&data[..20], 0, 0);
         bad[4] = b'X';
-        assert!(!string_views_valid(&bad, &[data], 0, 1, |_| true));
+        assert!(!string_views_valid(&bad, &[data], 0, 1));
         // Invalid UTF-8, inline and in a buffer (the value splits é).
-        assert!(!string_views_valid(
-            &view(&[0xff, b'a'], 0, 0),
-            &[],
-            0,
-            1,
-            |_| true
-        ));
+        assert!(!string_views_valid(&view(&[0xff, b'a'], 0, 0), &[], 0, 1));
         let split = 20; // inside é (bytes 19 and 20)
         assert!(!string_views_valid(
             &view(&data[..split], 0, 0),
             &[data],
             0,
-            1,
-            |_| true
+            1
         ));
-        assert!(!string_views_valid(&views, &[data], usize::MAX, 2, |_| {
-            true
-        }));
+        assert!(!string_views_valid(&views, &[data], usize::MAX, 2));
+        // Padding after an inline value must be zero.
+        let mut padded = view(b"ab", 0, 0);
+        padded[10] = 1;
+        assert!(!string_views_valid(&padded, &[], 0, 1));
     }
 }

@@ -125,8 +125,23 @@ pub fn plan(
     })
 }
 
-/// The array `plan` describes, of type `data_type`, validated in full (no GIL needed).
-pub fn array(plan: Plan, data_type: &DataType) -> Result<ArrayData, String> {
+/// The most values an array may claim over `bytes` bytes of buffers: one bit each (a validity
+/// bitmap, booleans), or 2**31 for types that need no memory per value (null, zero-width
+/// binaries and lists, empty structs, run-end encoded), so that a payload of a few bytes cannot
+/// claim 2**62 values for its reader to walk.
+pub fn max_values(bytes: usize) -> usize {
+    bytes.saturating_mul(8).saturating_add(64).max(1 << 31)
+}
+
+/// The array `plan` describes, of type `data_type`, validated in full (no GIL needed); no
+/// array claims more than `limit` values (see `max_values`).
+pub fn array(plan: Plan, data_type: &DataType, limit: usize) -> Result<ArrayData, String> {
+    if plan.len.checked_add(plan.offset).is_none_or(|n| n > limit) {
+        return Err(format!(
+            "an Arrow array of type {data_type} claims {} values from offset {}, more than its buffers can hold",
+            plan.len, plan.offset
+        ));
+    }
     let child_types = child_types(data_type);
     if plan.children.len() != child_types.len() {
         return Err(format!(
@@ -139,7 +154,7 @@ pub fn array(plan: Plan, data_type: &DataType) -> Result<ArrayData, String> {
         .children
         .into_iter()
         .zip(child_types)
-        .map(|(child, t)| array(child, &t))
+        .map(|(child, t)| array(child, &t, limit))
         .collect::<Result<Vec<_>, _>>()?;
     let builder = ArrayDataBuilder::new(data_type.clone())
         .len(plan.len)
@@ -159,6 +174,22 @@ pub fn array(plan: Plan, data_type: &DataType) -> Result<ArrayData, String> {
     .map_err(|e| malformed(format!(": {e}")))
 }
 
+/// A top-level struct (a record batch, a table's chunk) with its columns cut to its own rows:
+/// arrow-rs accepts children longer than their struct (a sliced struct keeps them whole), but
+/// pyarrow imports a batch's columns as they are, and a batch shorter than its columns crashes
+/// it later (Table.filter reads past the batch's rows).
+pub fn batch_columns(data: ArrayData) -> Result<ArrayData, String> {
+    if !matches!(data.data_type(), DataType::Struct(_))
+        || (data.offset() == 0 && data.child_data().iter().all(|c| c.len() == data.len()))
+    {
+        return Ok(data);
+    }
+    catch_unwind(AssertUnwindSafe(|| {
+        ArrayData::from(arrow_array::StructArray::from(data))
+    }))
+    .map_err(|_| "an Arrow struct array's columns do not match it".to_owned())
+}
+
 /// A string array checked as arrow-rs' full validation does (layout and buffer sizes, null
 /// count; offsets in bounds and non-decreasing, or views within their buffers with their
 /// prefixes; UTF-8 values), its values by freight's own checks: the same checks, 7 to 20 times
@@ -170,13 +201,14 @@ fn strings(builder: ArrayDataBuilder, data_type: &DataType) -> Result<ArrayData,
     data.validate()?;
     data.validate_nulls()?;
     let (start, len, buffers) = (data.offset(), data.len(), data.buffers());
-    // Null slots may hold anything but offsets in order (Arrow's spec): only values are checked.
+    // Null slots of offset-based strings may hold any bytes between offsets in order (Arrow's
+    // spec): only values are checked there. Views are all checked (see string_views_valid).
     let is_valid = |i: usize| data.nulls().is_none_or(|n| n.is_valid(i));
     let valid = len == 0
         || match (data_type, buffers) {
             (DataType::Utf8View, [views, rest @ ..]) => {
                 let rest: Vec<&[u8]> = rest.iter().map(|b| b.as_slice()).collect();
-                freight_core::utf8::string_views_valid(views, &rest, start, len, is_valid)
+                freight_core::utf8::string_views_valid(views, &rest, start, len)
             }
             (_, [offsets, values]) => {
                 let wide = matches!(data_type, DataType::LargeUtf8);

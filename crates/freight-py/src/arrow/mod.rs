@@ -63,10 +63,11 @@ pub fn arrow_loads<'py>(
         .collect::<PyResult<Vec<_>>>()?;
     drop(source);
     let bytes = plans.iter().map(build::Plan::bytes).sum();
+    let limit = build::max_values(bytes);
     let arrays = maybe_detach(py, bytes, || {
         plans
             .into_iter()
-            .map(|plan| build::array(plan, field.data_type()))
+            .map(|plan| build::array(plan, field.data_type(), limit).and_then(build::batch_columns))
             .collect::<Result<Vec<_>, String>>()
     })
     .map_err(pyo3::exceptions::PyValueError::new_err)?;
