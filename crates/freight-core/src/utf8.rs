@@ -149,10 +149,11 @@ pub fn string_views_valid(views: &[u8], data: &[&[u8]], start: usize, len: usize
     });
     let inline_ascii = inline_bits & 0x8080_8080_8080_8080_8080_8080 == 0;
     for v in views.chunks_exact(16) {
-        let n = u32::from_le_bytes(v[..4].try_into().expect("4 bytes")) as usize;
+        let view = u128::from_le_bytes(v.try_into().expect("16 bytes"));
+        let n = view as u32 as usize;
         if n <= 12 {
             // Padding must be zero (Arrow's rule: equal values have equal views).
-            if v[4 + n..].iter().any(|&b| b != 0)
+            if (view >> 32) >> (8 * n) != 0
                 || (!inline_ascii && simdutf8::basic::from_utf8(&v[4..4 + n]).is_err())
             {
                 return false;
