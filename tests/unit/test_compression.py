@@ -285,7 +285,12 @@ def test_shuffle_helps_numeric_data(compression):
     assert shuffled["shuffle"] == 8
     assert plain["shuffle"] is None
     assert shuffled["length"] == plain["length"] == arr.nbytes
-    assert shuffled["codec"] == plain["codec"] == expected_codec_name(compression)
+    assert shuffled["codec"] == expected_codec_name(compression)
+    if compression == "auto" and plain["codec"] == "none":
+        # Unshuffled, these bytes shrink by half at lz4's speed: near where "auto" decides, from
+        # timed samples, that compressing no longer pays at 1 GB/s.
+        return
+    assert plain["codec"] == expected_codec_name(compression)
     assert shuffled["stored_length"] < plain["stored_length"]
 
 

@@ -333,15 +333,21 @@ pub fn transport_speed() -> u64 {
     TRANSPORT.load(Ordering::Relaxed)
 }
 
-/// What lz4 makes of samples of a frame, with and without shuffle.
+/// What lz4 makes of samples of a frame, with and without shuffle. Times are kept as the
+/// fastest sample's: one sample slowed by the scheduler or a page fault must not decide.
 #[derive(Default)]
 struct Samples {
+    count: u32,
     total: usize,
     plain: usize,
-    plain_time: Duration,
+    plain_time: Option<Duration>,
     /// With shuffle (when the frame has an item size).
     shuffled: usize,
-    shuffled_time: Duration,
+    shuffled_time: Option<Duration>,
+}
+
+fn fastest(best: &mut Option<Duration>, t: Duration) {
+    *best = Some(best.map_or(t, |b| b.min(t)));
 }
 
 impl Samples {
@@ -357,27 +363,29 @@ impl Samples {
         let step = (raw.len() - len) / SAMPLES;
         let part = &raw[step / 2 + i * step..][..len];
         let (out, shuffled) = bufs;
+        self.count += 1;
         self.total += len;
         let t = Instant::now();
         compress_block(Algorithm::Lz4, part, out);
-        self.plain_time += t.elapsed();
+        fastest(&mut self.plain_time, t.elapsed());
         self.plain += out.len();
         if let Some(itemsize) = itemsize {
             let t = Instant::now();
             shuffle(part, itemsize, shuffled);
             compress_block(Algorithm::Lz4, shuffled, out);
-            self.shuffled_time += t.elapsed();
+            fastest(&mut self.shuffled_time, t.elapsed());
             self.shuffled += out.len();
         }
     }
 
-    /// (size, time, shuffle) of the better variant.
+    /// (size, time for all samples at the fastest sample's pace, shuffle) of the better variant.
     fn best(&self, itemsize: Option<usize>) -> (usize, Duration, bool) {
-        if itemsize.is_some() && self.shuffled < self.plain {
+        let (size, time, shuffle) = if itemsize.is_some() && self.shuffled < self.plain {
             (self.shuffled, self.shuffled_time, true)
         } else {
             (self.plain, self.plain_time, false)
-        }
+        };
+        (size, time.unwrap_or_default() * self.count, shuffle)
     }
 
     /// Seconds of link time compressing saves, less the seconds it takes, per byte of the frame
