@@ -17,6 +17,7 @@ import freight
 from freight._freight import arrow_dumps, arrow_loads
 from freight.serializers import arrow as far
 from freight.serializers import arrow_python as farp
+from test_arrow_rust_hostile import _HELPERS
 from test_hostile_libraries import forge, run_isolated
 
 TZ = datetime.timezone(datetime.timedelta(hours=2))
@@ -186,14 +187,8 @@ def _forged(arr, change):
     return forge("pyarrow.Array", (schema, [_frozen(node)]), frames)
 
 
-def _editable(node):
-    length, offset, validity, buffers, children = node
-    return [length, offset, validity, list(buffers), [_editable(c) for c in children]]
-
-
-def _frozen(node):
-    length, offset, validity, buffers, children = node
-    return (length, offset, validity, tuple(buffers), tuple(_frozen(c) for c in children))
+# Nodes as lists to edit, and back to the tuples of the wire (one copy of each, shared).
+_editable, _frozen = _HELPERS["editable"], _HELPERS["frozen"]
 
 
 def _set(frames, index, data):
