@@ -18,8 +18,9 @@ fn xxh3_64(data: &[u8]) -> u64 {
 /// Block size of block checksums (part of the format).
 pub const CHECKSUM_BLOCK: usize = 1 << 20;
 
-/// Frames at least this large are copied on all cores.
-pub const PARALLEL_MIN: usize = 4 << 20;
+/// Frames at least this large are copied and hashed on all cores: below it, waking the pool's
+/// threads costs more than it saves when other work runs between calls.
+pub const PARALLEL_MIN: usize = 8 << 20;
 
 #[inline]
 pub fn hash(data: &[u8]) -> u64 {
@@ -42,7 +43,11 @@ pub fn frame_checksum(data: &[u8], block: bool) -> u64 {
     if !block {
         return xxh3_64(data);
     }
-    let digests: Vec<u64> = data.par_chunks(CHECKSUM_BLOCK).map(xxh3_64).collect();
+    let digests: Vec<u64> = if data.len() >= PARALLEL_MIN {
+        data.par_chunks(CHECKSUM_BLOCK).map(xxh3_64).collect()
+    } else {
+        data.chunks(CHECKSUM_BLOCK).map(xxh3_64).collect()
+    };
     combine(&digests)
 }
 
@@ -54,11 +59,17 @@ pub fn copy_and_checksum(dst: &mut [u8], src: &[u8], block: bool) -> u64 {
     }
     // Hash what was written, block by block while it is in cache: another thread may be
     // changing the source (the GIL is released), and the checksum must describe the stored bytes.
-    let digests: Vec<u64> = dst
-        .par_chunks_mut(CHECKSUM_BLOCK)
-        .zip(src.par_chunks(CHECKSUM_BLOCK))
-        .map(|(d, s)| copy_then_hash(d, s))
-        .collect();
+    let digests: Vec<u64> = if src.len() >= PARALLEL_MIN {
+        dst.par_chunks_mut(CHECKSUM_BLOCK)
+            .zip(src.par_chunks(CHECKSUM_BLOCK))
+            .map(|(d, s)| copy_then_hash(d, s))
+            .collect()
+    } else {
+        dst.chunks_mut(CHECKSUM_BLOCK)
+            .zip(src.chunks(CHECKSUM_BLOCK))
+            .map(|(d, s)| copy_then_hash(d, s))
+            .collect()
+    };
     combine(&digests)
 }
 
