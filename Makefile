@@ -72,7 +72,25 @@ redis:  ## Install redis-server (Debian package) for the ProxyStore tests, when 
 		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends redis-server; }
 
+# The old-versions environment for tests/unit/test_versions_crossing.py: numpy 1, pandas 2.2,
+# pyarrow 17 and polars 1 (what freight promises to exchange payloads with, both ways; see
+# docs/ARCHITECTURE.md, "Version crossings"). It runs freight's Python package from python/ with
+# the extension `make build` put there (same CPython 3.11 ABI), so nothing is built in it.
+# Installed once (about 20 s), cached by its stamp; checked again when the Makefile changes.
+OLD_VENV := .venv-old
+OLD_STAMP := $(OLD_VENV)/.deps-installed
+OLD_DEPS := numpy==1.26.4 pandas==2.2.3 pyarrow==17.0.0 polars==1.44.2 cloudpickle pytest hypothesis
+
+$(OLD_STAMP): Makefile
+	test -x $(OLD_VENV)/bin/python || python3 -m venv $(OLD_VENV)
+	$(OLD_VENV)/bin/pip install -q $(OLD_DEPS)
+	touch $(OLD_STAMP)
+
+.PHONY: old-versions
+old-versions: $(OLD_STAMP)  ## Create .venv-old (numpy 1.26, pandas 2.2, pyarrow 17, polars 1) for the version-crossing tests
+
 .PHONY: test-python
+test-python: $(OLD_STAMP)
 test-python: build $(S3S_FS) redis  ## pytest (unit, golden payloads, Scaler, Dask, ProxyStore, Ray end to end)
 	$(PY) -m pytest -q -p no:cacheprovider
 

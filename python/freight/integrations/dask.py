@@ -14,7 +14,11 @@ What it does, and why in two ways (from distributed's own code, 2026.8):
    copy) and its ``loads`` takes them back with ``loads_frames``, which views the frames Dask hands
    over without copying when they are writable (Dask reads messages into writable buffers). A
    family reaches only the messages whose ``serializers`` name it: the client's scatter, gather
-   and the results it receives. :func:`install` puts "freight" first there.
+   and the results it receives. :func:`install` puts "freight" first there. What freight cannot
+   encode, whatever it raises, is passed on to the next family (``NotImplementedError``, the
+   only exception Dask passes on), and so are the types Dask has a handler for and freight no
+   encoding of its own (a user's ``dask_serialize``, torch's ``Module``), and torch tensors with
+   a ``.grad`` (Dask's handler sends it; freight's does not).
 2. **Per type** (``dask_serialize`` / ``dask_deserialize``): task arguments inside the graph are
    pickled, worker-to-worker transfers use ``("dask", "pickle")`` and spilling uses the defaults,
    so a family alone never reaches them. freight registers itself for the types where it beats
@@ -46,7 +50,8 @@ from typing import Any
 
 import freight
 from freight import _api
-from freight.exceptions import FreightError, SerializationError
+from freight import registry as _registry
+from freight.exceptions import FreightError
 
 __all__ = [
     "DESERIALIZERS",
@@ -109,11 +114,63 @@ def _decode(frames: list[Any], path: str) -> Any:
 
 
 def _family_dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
+    cls = type(x)
+    if _leaves_to_dask(cls) or _loses(x):
+        raise NotImplementedError(f"a {cls.__qualname__} goes through Dask's own handler for it")
     try:
         return _encode(x, "family")
-    except SerializationError as exc:
-        # nothing in freight can encode it: let the next family ("dask", "pickle") try
-        raise NotImplementedError(str(exc)) from exc
+    except Exception as exc:  # noqa: BLE001 - whatever the cause (a __getstate__ that raises ValueError)
+        # Dask tries the next family ("dask", "pickle") only on NotImplementedError; any other
+        # exception ends serialization, so the value would fail where Dask alone sends it.
+        raise NotImplementedError(f"freight cannot encode a {cls.__qualname__}: {type(exc).__name__}: {exc}") from exc
+
+
+# Per type, whether the family leaves it to Dask: Dask has a handler for it (a library's, such as
+# torch's or h5py's, or a user's ``dask_serialize.register``) and freight has no encoding of its
+# own (native, numpy arrays, a serializer in its registry). A handler encodes what freight cannot
+# know about (torch sends ``.grad``); freight's pickling would bypass it. Decided once per type
+# (the lookups cost microseconds); install_local() starts over, so registrations made before it
+# count.
+_leave_to_dask: dict[type, bool] = {}
+_own_handlers: set[Callable[..., Any]] = set()  # freight's per-type handlers (TYPES)
+
+
+def _leaves_to_dask(cls: type) -> bool:
+    known = _leave_to_dask.get(cls)
+    if known is None:
+        known = _leave_to_dask[cls] = _dask_handles(cls) and not _freight_encodes(cls)
+    return known
+
+
+def _dask_handles(cls: type) -> bool:
+    from distributed.protocol.serialize import dask_serialize
+
+    try:
+        handler = dask_serialize.dispatch(cls)  # runs Dask's lazy registration for cls's library
+    except TypeError:
+        return False
+    return handler not in _own_handlers
+
+
+def _freight_encodes(cls: type) -> bool:
+    """Whether freight has its own encoding for ``cls`` (what it replaces Dask's handler with on
+    purpose): a native type, a numpy array, or a serializer in the codec's registry (its
+    built-in ones for the library loaded first); a serializer for a base class counts when it
+    takes subclasses."""
+    if cls in _registry._NATIVE_TYPES or (cls.__module__ == "numpy" and cls.__name__ == "ndarray"):
+        return True
+    _registry._load_library(cls.__module__.partition(".")[0])
+    view = _codec.registry.types_view()
+    if cls in view:
+        return True
+    return any(getattr(view.get(base), "subclasses", False) for base in cls.__mro__[1:])
+
+
+def _loses(x: Any) -> bool:
+    """Values of a type freight encodes that it would not carry whole, which Dask's handler for
+    the type carries: a torch tensor with a gradient (freight keeps ``requires_grad``, not
+    ``.grad``)."""
+    return type(x).__module__.startswith("torch") and getattr(x, "grad", None) is not None
 
 
 def _family_loads(header: dict[str, Any], frames: list[Any]) -> Any:
@@ -142,8 +199,11 @@ def _make_type_handlers(cls: type, dask_dumps: Callable[..., Any] | None, dask_l
     below it Dask's own handler for the type (or, if it has none, pickle)."""
 
     def dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
-        if _nbytes(x) >= _min_bytes:
-            return _encode(x, "type")
+        if _nbytes(x) >= _min_bytes and not _loses(x):
+            try:
+                return _encode(x, "type")
+            except Exception:  # noqa: BLE001 - Dask's own handler (or pickle) may still send it
+                logger.debug("freight could not encode a %s; Dask's handler sends it", cls.__qualname__, exc_info=True)
         _counts["type_passed"] += 1
         if dask_dumps is None:
             raise NotImplementedError("a small value: Dask pickles it")  # serialize() tries "pickle" next
@@ -182,6 +242,7 @@ def _register_type(module: str, name: str) -> None:
             previous.append(None)
     _registered.add(cls)
     dumps, loads = _make_type_handlers(cls, previous[0], previous[1])
+    _own_handlers.add(dumps)
     dask_serialize.register(cls)(dumps)
     dask_deserialize.register(cls)(loads)
 
@@ -199,6 +260,7 @@ def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tupl
         register_serialization_family(FAMILY, _family_dumps, _family_loads)
         for module, name in types:
             _register_type(module, name)
+        _leave_to_dask.clear()  # registrations (and the codec's registry) may have changed
 
 
 # -- plugins ----------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from freight import _versions
+from freight.exceptions import DeserializationError
 from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer, Pickled
 
@@ -29,6 +31,25 @@ try:  # pandas registers its Arrow extension types (period, interval) only when 
     import pandas.core.arrays.arrow.extension_types  # noqa: F401
 except ImportError:  # pragma: no cover - other pandas versions
     pass
+
+
+def _alias_nat_unpickle() -> None:
+    """pandas pickles NaT as a call to ``__nat_unpickle`` (pandas 2) or ``_nat_unpickle``
+    (pandas 3), and each lacks the other's name, so an object column holding NaT (a pickle
+    island) would not load across them. Gives this pandas the other name as well, the way
+    pandas' own ``read_pickle`` maps renamed functions; only adds a name."""
+    from pandas._libs.tslibs import nattype
+
+    for name, other in (("_nat_unpickle", "__nat_unpickle"), ("__nat_unpickle", "_nat_unpickle")):
+        function = getattr(nattype, name, None)
+        if function is not None and not hasattr(nattype, other):
+            try:
+                setattr(nattype, other, function)
+            except (AttributeError, TypeError):  # pragma: no cover - a module that refuses it
+                pass
+
+
+_alias_nat_unpickle()
 
 
 def _values_meta(values: Any) -> dict[str, Any]:
@@ -124,7 +145,9 @@ def _dtype_wire(dtype: Any) -> str | tuple[Any, ...]:
     ArrowDtype as ("arrow", its Arrow type's IPC encoding), since pandas parses only some of
     their texts back; any other as a text ``pandas_dtype`` parses (checked by the caller)."""
     if isinstance(dtype, pd.StringDtype):
-        return ("string", dtype.storage, dtype.na_value is pd.NA)
+        # pandas 2.2's "pyarrow_numpy" is pandas 3's "str" (pyarrow storage, NaN for missing).
+        storage = "pyarrow" if dtype.storage == "pyarrow_numpy" else dtype.storage
+        return ("string", storage, dtype.na_value is pd.NA)
     if isinstance(dtype, pd.ArrowDtype):
         from freight.serializers.arrow import _type_wire
 
@@ -138,8 +161,10 @@ def _dtype_from(wire: Any) -> Any:
             from freight.serializers.arrow import _type_from
 
             return pd.ArrowDtype(_type_from(wire[1]))
-        if len(wire) != 3 or wire[0] != "string" or wire[1] not in ("python", "pyarrow"):
+        if len(wire) != 3 or wire[0] != "string" or wire[1] not in ("python", "pyarrow", "pyarrow_numpy"):
             raise ValueError(f"unknown extension dtype {wire!r}")
+        if wire[1] == "pyarrow_numpy":  # what pandas 2.2 would have written before the alias above
+            return _string_dtype("pyarrow", False)
         return _string_dtype(wire[1], bool(wire[2]))
     if not isinstance(wire, str):
         raise ValueError(f"a dtype is a text, not {type(wire).__name__}")
@@ -173,7 +198,20 @@ def _parsed_dtype(text: str) -> Any:
 
 @functools.lru_cache(maxsize=8)
 def _string_dtype(storage: str, na: bool) -> Any:
-    return pd.StringDtype(storage) if na else pd.StringDtype(storage, na_value=np.nan)
+    if na:
+        return pd.StringDtype(storage)
+    try:
+        return pd.StringDtype(storage, na_value=np.nan)
+    except TypeError:  # pandas < 2.3: NaN semantics exist only as "pyarrow_numpy"
+        if storage == "pyarrow":
+            return pd.StringDtype("pyarrow_numpy")
+    raise _versions.refusal(
+        "pandas",
+        "a string column with python storage and NaN for missing values (pandas 3's str without pyarrow) "
+        "cannot load: pandas before 2.3 has no such dtype",
+        "install pandas >= 2.3 (or pyarrow on the writer's side, whose str columns this pandas reads), or "
+        "convert the column before sending (.astype(object) or .astype('string'))",
+    )
 
 
 def _values_from(meta: dict[str, Any]) -> Any:
@@ -200,11 +238,12 @@ def _values_from(meta: dict[str, Any]) -> Any:
 # to _FEW_CHARS characters: the cache must not keep much payload memory alive.
 _FEW = 64
 _FEW_CHARS = 4096
+_ARROW_STORAGE = ("pyarrow", "pyarrow_numpy")  # pandas 2.2 names pandas 3's str "pyarrow_numpy"
 
 
 def _strings(meta: dict[str, Any]) -> tuple[Any, list[Any]]:
     dtype, strs = _dtype_from(meta["dtype"]), meta["strs"]
-    if not isinstance(dtype, pd.StringDtype) or dtype.storage != "pyarrow" or type(strs) is not list:
+    if not isinstance(dtype, pd.StringDtype) or dtype.storage not in _ARROW_STORAGE or type(strs) is not list:
         raise ValueError(f"a list of strings for a column of {dtype}")
     for s in strs:
         if type(s) is not str and s is not None:  # pyarrow would take bytes as they are, UTF-8 or not
@@ -288,6 +327,16 @@ class _PandasSerializer(LibrarySerializer):
     """Object columns become pickle islands, which mark the payload as needing pickle."""
 
     def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        try:
+            return self._decode(meta, frames)
+        except DeserializationError as exc:
+            # Written by another pandas: say so, with both versions (the likely cause).
+            crossing = _versions.failed_crossing("pandas", self.tag, exc)
+            if crossing is None:
+                raise
+            raise crossing from exc
+
+    def _decode(self, meta: Any, frames: list[memoryview]) -> Any:
         return super().deserialize(_unshared(meta, set()), frames)
 
 
@@ -330,10 +379,10 @@ class DataFrameSerializer(_PandasSerializer):
     def serialize(self, df: pd.DataFrame) -> tuple[Any, list[Any]]:
         return _blocks.frame_meta(df), []
 
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+    def _decode(self, meta: Any, frames: list[memoryview]) -> Any:
         if isinstance(meta, dict) and "blocks" in meta:  # checks the arrays it uses for sharing itself
             return LibrarySerializer.deserialize(self, meta, frames)
-        return super().deserialize(meta, frames)
+        return super()._decode(meta, frames)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.DataFrame:
         if "blocks" in meta:
@@ -355,9 +404,10 @@ class SeriesSerializer(_PandasSerializer):
         }, []
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pd.Series:
-        s = pd.Series(
-            _values_from(meta["values"]), index=_blocks._index_from(meta["index"]), name=meta["name"], copy=False
-        )
+        values = _values_from(meta["values"])
+        # An object array keeps its dtype, as pickle does (pandas 3 would make strs its "str").
+        dtype = values.dtype if type(values) is np.ndarray and values.dtype.kind == "O" else None
+        s = pd.Series(values, index=_blocks._index_from(meta["index"]), dtype=dtype, name=meta["name"], copy=False)
         s.attrs.update(meta["attrs"])
         flag = meta["allows_duplicate_labels"]
         return s if flag is True else s.set_flags(allows_duplicate_labels=flag)  # set_flags copies

@@ -278,7 +278,10 @@ def _index_from(meta: dict[str, Any]) -> pd.Index:
         name = meta["name"]
         hash(name)
         return _index_simple_new(values, name)
-    index = pd.Index(values, name=meta["name"], copy=False)
+    # An object array keeps its dtype, as pickle does: pandas would infer one from the values
+    # (pandas 3 makes strs its "str" dtype, pandas 2 Timestamps a DatetimeIndex).
+    dtype = values.dtype if type(values) is np.ndarray and values.dtype.kind == "O" else None
+    index = pd.Index(values, dtype=dtype, name=meta["name"], copy=False)
     if "freq" in meta:
         try:  # DatetimeIndex, TimedeltaIndex, PeriodIndex keep their frequency
             index = type(index)(values, freq=meta["freq"], name=meta["name"])

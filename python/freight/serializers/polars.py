@@ -19,8 +19,9 @@ from typing import Any
 
 import polars as pl
 
+from freight import _versions
 from freight._freight import arrow_dumps, arrow_loads
-from freight.exceptions import DeserializationError, SerializationError
+from freight.exceptions import DeserializationError, ProducerVersionError, SerializationError
 from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
 
@@ -70,6 +71,16 @@ except ImportError:  # pragma: no cover - other polars versions: the public cons
 
 class _PolarsSerializer(LibrarySerializer):
     errors = (Exception,)  # polars raises its own exception family
+
+    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
+        try:
+            return super().deserialize(meta, frames)
+        except DeserializationError as exc:
+            # Written by another polars: say so, with both versions (the likely cause).
+            crossing = _versions.failed_crossing("polars", self.tag, exc)
+            if crossing is None:
+                raise
+            raise crossing from exc
 
 
 def _exported(value: Any) -> tuple[Any, list[Any]]:
@@ -152,11 +163,14 @@ class LazyFrameSerializer(_PolarsSerializer):
             return pl.LazyFrame.deserialize(io.BytesIO(meta["plan"]), format="binary")
         except Exception as exc:  # noqa: BLE001 - polars raises its own family
             written = meta.get("polars", "?")
-            version = f" (written by polars {written}, this is {pl.__version__})" if written != pl.__version__ else ""
-            raise DeserializationError(
-                f"polars cannot load this LazyFrame plan{version}: {exc}; plans are portable only "
-                "between equal polars versions, so send collected frames between others"
-            ) from exc
+            if written != pl.__version__:  # the usual reason: polars' plan format changes with its version
+                raise ProducerVersionError(
+                    f"polars cannot load this LazyFrame plan written by polars {written}: this process has "
+                    f"polars {pl.__version__} ({exc}); plans are portable only between equal polars "
+                    "versions: send the collected frame (lazy_frame.collect()), which crosses versions, or "
+                    "install the writer's polars version here"
+                ) from exc
+            raise DeserializationError(f"polars cannot load this LazyFrame plan: {exc}") from exc
 
 
 for _serializer in (DataFrameSerializer(), SeriesSerializer(), LazyFrameSerializer()):
