@@ -17,7 +17,6 @@ from freight._api import (
     loads,
     loads_frames,
     register,
-    set_transport_speed,
     unregister,
     verify,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "verify",
     "register",
     "unregister",
-    "set_transport_speed",
     "FreightError",
     "SerializationError",
     "DeserializationError",

@@ -40,12 +40,17 @@ class Freight:
         allow_pickle: default for :meth:`loads`; False refuses payloads that would run pickle.
         zero_copy: default for :meth:`loads`; True returns read-only views of the input.
         verify: default for :meth:`loads`; check frame checksums (None: unless zero_copy).
-        checksum: write frame checksums in :meth:`dumps` (``dumps_frames`` never does by default,
-            so that it stays constant-time).
-        compression: default for :meth:`dumps`: None, ``"lz4"``, ``"zstd"``, ``("zstd", level)``
-            or ``"auto"`` (per frame from 1 MiB, lz4 only where its timed samples say compressing
-            saves more time on the link than it takes: see :func:`set_transport_speed`). A call's ``compression=``
-            overrides it (``"none"`` turns it off).
+        checksum: write an xxh3-64 checksum of every frame's data in :meth:`dumps` and
+            :meth:`dumps_frames` (default False: payloads in transit rely on their transport's
+            own checks; the header is always checksummed, and compressed frames always carry
+            theirs). :meth:`dump` and ``Store.save`` write them unless told ``checksum=False``:
+            payloads at rest are checked. A call's ``checksum=`` overrides it.
+        compression: default for :meth:`dumps`: None, ``"lz4"``, ``"zstd"``, ``("zstd", level)``,
+            ``"auto"`` or ``("auto", link_bytes_per_second)`` (per frame from 1 MiB, lz4 only where
+            what its samples compress to says compressing saves more time on the link, 1 GB/s
+            unless given, than it takes by a fixed cost model: never from a clock, so the same
+            value always gives the same bytes). A call's ``compression=`` overrides it
+            (``"none"`` turns it off).
         key: signs every payload with HMAC-SHA256 (:meth:`dumps`) and requires a valid signature
             on :meth:`loads`; a list of keys is accepted on load (the first one signs), for
             rotation.
@@ -66,7 +71,7 @@ class Freight:
         allow_pickle: bool = True,
         zero_copy: bool = False,
         verify: bool | None = None,
-        checksum: bool = True,
+        checksum: bool = False,
         compression: Any = None,
         key: bytes | list[bytes] | None = None,
         max_size: int | None = None,
@@ -121,7 +126,9 @@ class Freight:
         self.registry.unregister(tag)
 
     def dump(self, obj: Any, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> None:
-        """Writes ``dumps(obj)`` to a path (atomically: temp file, then rename) or a binary file."""
+        """Writes ``dumps(obj)`` to a path (atomically: temp file, then rename) or a binary file,
+        with frame checksums unless ``checksum=False`` is passed (payloads at rest are checked)."""
+        options.setdefault("checksum", True)
         files.write_payload(self.dumps(obj, **options), file)
 
     def load(self, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> Any:
@@ -222,14 +229,3 @@ def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = No
     """
     _freight.verify(data, key)
 
-
-def set_transport_speed(bytes_per_second: float) -> float:
-    """Sets the speed of the link payloads travel over, in bytes per second (1e9, 1 GB/s, unless
-    set), and returns the previous one. ``compression="auto"`` compresses a frame only when the
-    time its samples say compression saves on that link exceeds the time compressing takes: on a
-    fast link barely compressible data (random floats) stays raw, on a slow one it is compressed.
-
-    Raises:
-        SerializationError: not a number of bytes per second of at least 1.
-    """
-    return _freight.set_transport_speed(float(bytes_per_second))

@@ -26,7 +26,6 @@ __all__ = [
     "_envelope",
     "string_array_valid",
     "compressed_indices_error",
-    "set_transport_speed",
     "arrow_dumps",
     "arrow_loads",
 ]
@@ -36,7 +35,9 @@ FORMAT_VERSION: Final[int]
 FRAME_ALIGN: Final[int]
 DEBUG_BUILD: Final[bool]
 
-_Compression = None | Literal["none", "lz4", "zstd", "auto"] | tuple[Literal["zstd", "lz4"], int]
+_Compression = (
+    None | Literal["none", "lz4", "zstd", "auto"] | tuple[Literal["zstd", "lz4"], int] | tuple[Literal["auto"], float]
+)
 _Key = None | bytes | list[bytes] | tuple[bytes, ...]
 _Payload = Buffer | Sequence[Buffer]  # ``dumps`` output, or ``dumps_frames`` output
 
@@ -131,7 +132,7 @@ class Codec:
         allow_pickle: bool = True,
         zero_copy: bool = False,
         verify: bool | None = None,
-        checksum: bool = True,
+        checksum: bool = False,
         compression: _Compression = None,
         key: _Key = None,
         max_size: int | None = None,
@@ -145,7 +146,8 @@ class Codec:
 
         Args:
             obj: any Python object.
-            checksum: write per-frame xxh3-64 checksums (default: the codec's setting, True).
+            checksum: write per-frame xxh3-64 checksums (default: the codec's setting, False;
+                compressed frames always carry one).
             compression: None (the codec's default), "none", "lz4", "zstd", ("zstd", level), "auto".
             key: sign with HMAC-SHA256 (default: the codec's first key, if any).
 
@@ -153,10 +155,11 @@ class Codec:
             SerializationError: nothing (native encoder, registry, pickle, cloudpickle) can encode it.
         """
     def dumps_frames(
-        self, obj: Any, /, *, checksum: bool = False, compression: _Compression = None, key: _Key = None
+        self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
     ) -> list[memoryview | bytes]:
         """Serializes ``obj`` into ``[header, frame, ...]``; frames are read-only views of the
-        original memory (no copy). No checksums unless asked (computing them reads every byte)."""
+        original memory (no copy). Frame checksums as ``dumps`` writes them (the codec's setting,
+        False by default: computing them reads every byte)."""
     def loads(
         self,
         data: Buffer,
@@ -322,10 +325,6 @@ def string_array_valid(offsets: Buffer, data: Buffer | None, wide: bool, start: 
     """Whether an Arrow string array's buffers hold ``length`` valid values from value ``start``:
     offsets (int32, or int64 when ``wide``) in bounds and non-decreasing, every value valid
     UTF-8. Used by freight's pyarrow serializer on arrays read from a payload."""
-
-def set_transport_speed(bytes_per_second: float) -> float:
-    """Sets the link speed (bytes per second) ``compression="auto"`` weighs compression against;
-    returns the previous one."""
 
 def arrow_dumps(obj: Any) -> tuple[tuple[bytes, list[Any]], list[FrameBuffer]]:
     """``(meta, frames)`` of an object exporting ``__arrow_c_stream__`` or ``__arrow_c_array__``

@@ -48,6 +48,7 @@ _LIBRARIES: dict[str, tuple[str, str]] = {
     "torch": ("freight.serializers.torch", "torch"),
     "tensorflow": ("freight.serializers.tensorflow", "tensorflow"),
     "collections": ("freight.serializers.stdlib", "all"),
+    "builtins": ("freight.serializers.stdlib", "all"),
     "numpy": ("freight.serializers.numpy_masked", "numpy"),
 }
 _PENDING: dict[str, str] = {top: module for top, (module, _extra) in _LIBRARIES.items()}

@@ -33,11 +33,12 @@ def files(tmp_path):
         path.write_bytes(data)
         paths[name] = str(path)
 
+    # Files hold payloads at rest: written with frame checksums, as freight.dump writes them.
     write("ints.frt", freight.dumps([1, 2, 3]))
-    write("numpy.frt", freight.dumps({"big": np.arange(300_000.0), "small": np.arange(10)}))
-    write("pandas.frt", freight.dumps(pd.DataFrame({"a": np.arange(1000), "s": ["x"] * 1000})))
-    write("zstd.frt", freight.dumps({"z": np.zeros(100_000), "r": np.arange(10_000)}, compression="zstd"))
-    write("signed.frt", freight.dumps({"f": lambda x: x, "a": np.arange(100)}, key=KEY, compression="lz4"))
+    write("numpy.frt", freight.dumps({"big": np.arange(300_000.0), "small": np.arange(10)}, checksum=True))
+    write("pandas.frt", freight.dumps(pd.DataFrame({"a": np.arange(1000), "s": ["x"] * 1000}), checksum=True))
+    write("zstd.frt", freight.dumps({"z": np.zeros(100_000), "r": np.arange(10_000)}, compression="zstd", checksum=True))
+    write("signed.frt", freight.dumps({"f": lambda x: x, "a": np.arange(100)}, key=KEY, compression="lz4", checksum=True))
     write("no-checksum.frt", freight.dumps(np.arange(1000.0), checksum=False))
     write("garbage.frt", b"this is not a freight payload")
     write("empty.frt", b"")

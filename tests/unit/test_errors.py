@@ -162,7 +162,7 @@ def test_future_format_version_is_refused_naming_both_versions(future):
 
 def _array_payload():
     arr = np.arange(10_000, dtype=np.float64)
-    blob = freight.dumps({"arr": arr, "name": "data"})
+    blob = freight.dumps({"arr": arr, "name": "data"}, checksum=True)
     # Array frames come last in the payload: this position is inside the array's frame.
     position = len(blob) - arr.nbytes // 2
     assert blob[position - 8 : position + 8] in arr.tobytes()

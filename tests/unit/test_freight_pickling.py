@@ -79,7 +79,7 @@ def lambda_payload() -> bytes:
 
 
 def corrupted_array_payload() -> bytes:
-    blob = bytearray(freight.dumps(np.arange(100_000.0)))
+    blob = bytearray(freight.dumps(np.arange(100_000.0), checksum=True))
     blob[-10] ^= 1
     return bytes(blob)
 
@@ -104,7 +104,7 @@ def check_no_verify(f):
 
 
 def check_checksum(f):
-    assert freight.inspect(f.dumps(np.arange(1000.0)))["frames"][0]["checksum"] is None
+    assert freight.inspect(f.dumps(np.arange(1000.0)))["frames"][0]["checksum"] is not None
 
 
 def check_compression(f):
@@ -132,7 +132,7 @@ OPTIONS = [
     ({"zero_copy": True}, check_zero_copy),
     ({"zero_copy": True, "verify": True}, check_verify),
     ({"verify": False}, check_no_verify),
-    ({"checksum": False}, check_checksum),
+    ({"checksum": True}, check_checksum),
     ({"compression": ("zstd", 3)}, check_compression),
     ({"key": KEY}, check_key),
     ({"key": [KEY, OTHER_KEY]}, check_key_rotation),

@@ -231,7 +231,7 @@ def test_concurrent_writes_never_produce_a_payload_that_fails_its_own_checksum()
     writer = threading.Thread(target=scribble)
     writer.start()
     try:
-        blobs = [freight.dumps(arr) for _ in range(5)]
+        blobs = [freight.dumps(arr, checksum=True) for _ in range(5)]
     finally:
         stop.set()
         writer.join()

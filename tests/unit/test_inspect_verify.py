@@ -61,13 +61,14 @@ def payloads() -> dict[str, bytes]:
     pd = pytest.importorskip("pandas")
     return {
         "ints": freight.dumps([1, 2, 3]),
-        "array": freight.dumps(np.arange(1000.0)),
-        "large array": freight.dumps(np.arange(300_000.0)),  # > 1 MiB: a block checksum
+        "array": freight.dumps(np.arange(1000.0), checksum=True),
+        "large array": freight.dumps(np.arange(300_000.0), checksum=True),  # > 1 MiB: a block checksum
         "compressed": freight.dumps({"z": np.zeros(100_000), "r": np.arange(10_000)}, compression="zstd"),
         "no checksum": freight.dumps(np.arange(1000.0), checksum=False),
-        "pandas": freight.dumps(pd.DataFrame({"a": np.arange(10), "s": list("abcdefghij")})),
+        "pandas": freight.dumps(pd.DataFrame({"a": np.arange(10), "s": list("abcdefghij")}), checksum=True),
+        "array, no checksum by default": freight.dumps(np.arange(1000.0)),
         "lambda": freight.dumps(lambda x: x + 1),
-        "signed": freight.dumps({"a": np.arange(100)}, key=KEY),
+        "signed": freight.dumps({"a": np.arange(100)}, key=KEY, checksum=True),
     }
 
 
@@ -112,13 +113,14 @@ def test_flags_name_the_header_bits_that_are_set(name):
 
 def test_flags_of_known_payloads():
     assert freight.inspect(freight.dumps([1, 2, 3]))["flags"] == []
-    assert freight.inspect(freight.dumps(np.arange(10)))["flags"] == ["frames", "packed"]
+    # "meta": the payload records numpy's version.
+    assert freight.inspect(freight.dumps(np.arange(10)))["flags"] == ["frames", "meta", "packed"]
     assert set(freight.inspect(freight.dumps(lambda: 1, key=KEY))["flags"]) >= {"needs_pickle", "signed"}
 
 
 def test_inspect_takes_a_buffer_or_a_list_or_tuple_of_buffers():
     obj = {"a": np.arange(1000.0), "b": "x" * 100_000}
-    blob = freight.dumps(obj)
+    blob = freight.dumps(obj, checksum=True)
     parts = freight.dumps_frames(obj, checksum=True)
     from_blob = freight.inspect(blob)
     for data in (parts, tuple(parts)):
@@ -204,7 +206,7 @@ def test_verify_rejects_a_malformed_tree_header_or_truncation():
 
 def test_verify_errors_are_freight_errors():
     with pytest.raises(freight.FreightError):
-        freight.verify(corrupt_last_frame(freight.dumps(np.arange(1000.0))))
+        freight.verify(corrupt_last_frame(freight.dumps(np.arange(1000.0), checksum=True)))
 
 
 def test_verify_runs_nothing_in_the_payload():

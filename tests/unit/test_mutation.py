@@ -4,6 +4,9 @@ Every input here that is not the untouched output of ``dumps`` must make ``freig
 raise ``freight.DeserializationError`` (or a subclass): never another exception, never a crash,
 never a hang, and never a result. A mutation could in principle produce another valid payload,
 but the header and frame checksums make that astronomically unlikely, so the error is required.
+The payloads are written with frame checksums (``checksum=True``, as files and stores write them):
+without them a flipped byte of array data is, by design, a different array (the header, which
+is always checksummed, still catches every change to the structure).
 
 All randomness comes from ``random.Random(seed)``: failures reproduce.
 """
@@ -107,7 +110,7 @@ PAYLOADS: dict[str, bytes] = {}
 def _payload(name: str) -> bytes:
     if not PAYLOADS:
         for key, obj in _payload_objects().items():
-            PAYLOADS[key] = freight.dumps(obj)
+            PAYLOADS[key] = freight.dumps(obj, checksum=True)
     return PAYLOADS[name]
 
 

@@ -87,7 +87,7 @@ def test_single_buffer_and_frame_list_describe_the_same_payload():
     assert [f["length"] for f in one["frames"]] == [f["length"] for f in split["frames"]]
     # Large frames 64-byte aligned, small ones 16 (flag "packed", format 1.1).
     assert all(f["offset"] % (freight._freight.FRAME_ALIGN if f["length"] >= 4096 else 16) == 0 for f in one["frames"])
-    assert one["flags"] == ["frames", "packed"]
+    assert one["flags"] == ["frames", "meta", "packed"]  # meta: numpy's version is recorded
 
 
 def test_flags_name_the_header_bits():
@@ -122,17 +122,18 @@ def test_signatures_are_checked_the_same_way_by_every_reader(layout):
         assert freight.inspect(data, key=KEY)["signature_ok"] is False
 
 
-def test_verify_checks_compressed_block_tables_without_checksums():
+def test_compressed_frames_always_carry_a_checksum_and_their_block_table_is_read_safely():
     parts = [bytes(p) for p in freight.dumps_frames(np.zeros(1 << 18), compression="lz4")]
     _freight.verify(parts)
-    assert freight.inspect(parts)["frames"][0]["codec"] == "lz4"
-    assert freight.inspect(parts)["frames"][0]["checksum"] is None
-    # No checksum to catch it: a block size of 0 is caught by reading the block table.
+    frame = freight.inspect(parts)["frames"][0]
+    assert frame["codec"] == "lz4" and frame["checksum"] is not None  # checksum=False by default
+    # A block size of 0: the checksum catches it; loading without verification reads the block
+    # table and refuses it.
     broken = [parts[0], b"\0" + parts[1][1:]]
-    with pytest.raises(DeserializationError, match="block size"):
+    with pytest.raises(freight.IntegrityError, match="frame 0"):
         _freight.verify(broken)
     with pytest.raises(DeserializationError, match="block size"):
-        freight.loads_frames(broken)
+        freight.loads_frames(broken, verify=False)
 
 
 def test_verify_refuses_a_tree_that_loads_refuses():

@@ -55,10 +55,19 @@ def test_a_text_file_is_refused_with_what_to_do():
 def test_instance_dump_and_load_keep_their_options(tmp_path):
     f = freight.Freight(compression="zstd", allow_pickle=False)
     path = tmp_path / "obj.frt"
-    f.dump(np.zeros(100_000), path, checksum=False)
+    f.dump(np.arange(100_000.0), path, checksum=False)
     frame = freight.inspect(path.read_bytes())["frames"][0]
-    assert frame["codec"] == "zstd" and frame["checksum"] is None
+    # A compressed frame keeps its checksum even with checksum=False (it guards the decompressor).
+    assert frame["codec"] == "zstd" and frame["checksum"] is not None
+    f.dump(np.frombuffer(np.random.default_rng(0).bytes(8000), np.uint8), path, checksum=False)  # stored raw
+    frame = freight.inspect(path.read_bytes())["frames"][0]
+    assert frame["codec"] == "none" and frame["checksum"] is None
+    f.dump(np.zeros(100_000), path)
+    assert freight.inspect(path.read_bytes())["frames"][0]["checksum"] is not None  # dump: on by default
     assert np.array_equal(f.load(path), np.zeros(100_000))
+    plain = tmp_path / "plain.frt"
+    freight.dump(np.arange(1000.0), plain)
+    assert freight.inspect(plain.read_bytes())["frames"][0]["checksum"] is not None
     freight.dump(lambda: 1, path)
     with pytest.raises(freight.UnsafePayloadError):
         f.load(path)

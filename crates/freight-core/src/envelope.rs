@@ -82,7 +82,7 @@ pub struct EnvelopeSpec<'a> {
     pub versions: Vec<(&'a str, &'a str)>,
     /// How each frame is stored.
     pub frames: Vec<FrameLayout>,
-    /// Whether frame checksums are written.
+    /// Whether frame checksums are written for every frame (compressed frames always get one).
     pub checksums: bool,
     /// Whether a signature trailer follows the frames (written by `sign_contiguous`).
     pub signed: bool,
@@ -180,9 +180,12 @@ impl<'a> EnvelopeWriter<'a> {
         if !spec.frames.is_empty() {
             put_uvarint(&mut sections, spec.frames.len() as u64);
             for frame in &spec.frames {
-                let block = spec.checksums && checksum::block_mode(frame.stored_len as usize);
+                // A compressed frame always carries its checksum: it guards the decompressor and
+                // costs little next to compressing.
+                let summed = spec.checksums || frame.codec != codec::NONE;
+                let block = summed && checksum::block_mode(frame.stored_len as usize);
                 let mut bits = 0;
-                if spec.checksums {
+                if summed {
                     bits |= frame_flags::CHECKSUM;
                 }
                 if block {
@@ -200,7 +203,7 @@ impl<'a> EnvelopeWriter<'a> {
                 if let Some(itemsize) = frame.shuffle {
                     put_uvarint(&mut sections, itemsize as u64);
                 }
-                if spec.checksums {
+                if summed {
                     checksum_at.push(Some(sections.len()));
                     sections.extend_from_slice(&[0; 8]);
                 } else {
@@ -260,6 +263,12 @@ impl<'a> EnvelopeWriter<'a> {
     /// Whether frame `i` gets a block checksum.
     pub fn block_checksum(&self, frame: usize) -> bool {
         self.block_checksums.get(frame).copied().unwrap_or(false)
+    }
+
+    /// Whether frame `i` carries a checksum (all frames when checksums were asked for, and
+    /// every compressed frame).
+    pub fn has_checksum(&self, frame: usize) -> bool {
+        matches!(self.checksum_at.get(frame), Some(Some(_)))
     }
 
     pub fn frame_count(&self) -> usize {

@@ -36,4 +36,4 @@ pub use error::{Error, Result};
 pub use payload::{Frame, Frames, OpenOptions, Parts, Payload};
 pub use reader::{PickleDataRef, PickleNode, Reader};
 pub use tags::Tag;
-pub use writer::{DateTimeFields, PickleData, TreeWriter};
+pub use writer::{compact_memo, DateTimeFields, PickleData, TreeWriter};

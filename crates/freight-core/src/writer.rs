@@ -27,18 +27,31 @@ pub enum PickleData<'a> {
 #[derive(Debug, Default, Clone)]
 pub struct TreeWriter {
     buf: Vec<u8>,
+    /// Where each memo marker and reference was written, in writing order (see `compact_memo`).
+    marks: Vec<MemoMark>,
+}
+
+/// A memo marker (`is_ref == false`) or a reference written at `buf[start..end]`.
+#[derive(Debug, Clone, Copy)]
+struct MemoMark {
+    start: usize,
+    end: usize,
+    slot: u32,
+    is_ref: bool,
 }
 
 impl TreeWriter {
     pub fn new() -> Self {
         Self {
             buf: Vec::with_capacity(64),
+            marks: Vec::new(),
         }
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             buf: Vec::with_capacity(capacity),
+            marks: Vec::new(),
         }
     }
 
@@ -55,12 +68,17 @@ impl TreeWriter {
     /// Drops everything written after `len` (used to roll back a subtree).
     pub fn truncate(&mut self, len: usize) {
         self.buf.truncate(len);
+        while self.marks.last().is_some_and(|m| m.start >= len) {
+            self.marks.pop();
+        }
     }
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf
     }
 
+    /// The bytes as written. A tree with memo markers must go through `compact_memo` instead,
+    /// unless every slot it marks is referenced.
     pub fn into_bytes(self) -> Vec<u8> {
         self.buf
     }
@@ -147,16 +165,32 @@ impl TreeWriter {
         self.uvarint(n as u64);
     }
 
-    /// Marks the next node as taking the next memo slot.
+    /// Marks the next node as taking memo slot `slot` (the next one in this memo scope). The
+    /// marker is provisional: `compact_memo` drops it unless a reference to `slot` is written.
     #[inline]
-    pub fn memo(&mut self) {
+    pub fn memo(&mut self, slot: u32) {
+        let start = self.buf.len();
         self.tag(Tag::Memo);
+        self.marks.push(MemoMark {
+            start,
+            end: self.buf.len(),
+            slot,
+            is_ref: false,
+        });
     }
 
+    /// A reference to the object that took memo slot `slot`.
     #[inline]
     pub fn reference(&mut self, slot: u32) {
+        let start = self.buf.len();
         self.tag(Tag::Ref);
         self.uvarint(slot as u64);
+        self.marks.push(MemoMark {
+            start,
+            end: self.buf.len(),
+            slot,
+            is_ref: true,
+        });
     }
 
     fn clock(&mut self, f: &DateTimeFields) {
@@ -288,4 +322,70 @@ impl TreeWriter {
             self.len_prefixed(external);
         }
     }
+}
+
+/// The final bytes of trees that share one memo scope (in the order a decoder reads them): memo
+/// markers of slots that no reference uses are dropped and the others renumbered in order.
+///
+/// An encoder marks every object that *may* be referenced twice (one whose reference count says
+/// something else holds it), which depends on what the rest of the program holds, not on the
+/// value; keeping only the slots a reference actually uses makes the bytes depend on the value
+/// alone, with aliasing kept exactly.
+pub fn compact_memo(trees: Vec<TreeWriter>) -> Vec<Vec<u8>> {
+    let slots = trees
+        .iter()
+        .flat_map(|t| &t.marks)
+        .filter(|m| !m.is_ref)
+        .map(|m| m.slot as usize + 1)
+        .max()
+        .unwrap_or(0);
+    if slots == 0 {
+        return trees.into_iter().map(TreeWriter::into_bytes).collect();
+    }
+    let mut renumbered: Vec<Option<u32>> = vec![None; slots];
+    for mark in trees.iter().flat_map(|t| &t.marks).filter(|m| m.is_ref) {
+        if let Some(slot) = renumbered.get_mut(mark.slot as usize) {
+            *slot = Some(0);
+        }
+    }
+    let mut next = 0u32;
+    let mut identity = true;
+    for (i, slot) in renumbered.iter_mut().enumerate() {
+        if let Some(n) = slot {
+            *n = next;
+            identity &= next as usize == i;
+            next += 1;
+        } else {
+            identity = false;
+        }
+    }
+    if identity {
+        return trees.into_iter().map(TreeWriter::into_bytes).collect();
+    }
+    trees
+        .into_iter()
+        .map(|tree| {
+            if tree.marks.is_empty() {
+                return tree.buf;
+            }
+            let mut out = Vec::with_capacity(tree.buf.len());
+            let mut copied = 0;
+            for mark in &tree.marks {
+                out.extend_from_slice(&tree.buf[copied..mark.start]);
+                copied = mark.end;
+                // Slots beyond the scope's markers (none in a well-formed walk) keep their number.
+                let slot = renumbered.get(mark.slot as usize).copied().flatten();
+                match (mark.is_ref, slot) {
+                    (false, None) => {}
+                    (false, Some(_)) => out.push(Tag::Memo as u8),
+                    (true, slot) => {
+                        out.push(Tag::Ref as u8);
+                        put_uvarint(&mut out, slot.unwrap_or(mark.slot) as u64);
+                    }
+                }
+            }
+            out.extend_from_slice(&tree.buf[copied..]);
+            out
+        })
+        .collect()
 }

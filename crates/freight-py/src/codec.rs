@@ -163,8 +163,8 @@ impl Codec {
         let spec = encoded.spec(layouts, checksum, key.is_some());
         let mut writer = EnvelopeWriter::new(&spec);
         let sources = encoded.frame_slices();
-        if checksum {
-            for (i, (s, &source)) in stored.iter().zip(&sources).enumerate() {
+        for (i, (s, &source)) in stored.iter().zip(&sources).enumerate() {
+            if writer.has_checksum(i) {
                 let data = s.data.as_deref().unwrap_or(source);
                 let block = writer.block_checksum(i);
                 let sum = maybe_detach(py, data.len(), || {
@@ -202,7 +202,7 @@ impl Codec {
 #[pymethods]
 impl Codec {
     #[new]
-    #[pyo3(signature = (registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=true, compression=None, key=None, max_size=None, allowed_tags=None, strict_versions=false))]
+    #[pyo3(signature = (registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=false, compression=None, key=None, max_size=None, allowed_tags=None, strict_versions=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         registry: Bound<'_, PyAny>,
@@ -256,17 +256,18 @@ impl Codec {
     }
 
     /// Serializes `obj` to a list of buffers: the header, then each frame (a zero-copy view of
-    /// the original memory unless compressed), then the signature when signed. No checksums by
-    /// default (computing them reads every byte).
-    #[pyo3(signature = (obj, /, *, checksum=false, compression=None, key=None))]
+    /// the original memory unless compressed), then the signature when signed. Frame checksums
+    /// as `dumps` writes them (off unless asked for: computing them reads every byte).
+    #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
     fn dumps_frames<'py>(
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
-        checksum: bool,
+        checksum: Option<bool>,
         compression: Option<&Bound<'py, PyAny>>,
         key: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
+        let checksum = checksum.unwrap_or(self.checksum);
         Ok(self.dumps_frames_impl(py, obj, checksum, compression, key)?)
     }
 

@@ -40,7 +40,6 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;
-    m.add_function(wrap_pyfunction!(options::set_transport_speed, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_loads, m)?)?;
     m.add_function(wrap_pyfunction!(checks::compressed_indices_error, m)?)?;

@@ -12,25 +12,27 @@ use crate::errors::{Error, Result};
 pub enum Compression {
     None,
     Fixed(Algorithm),
-    /// Per frame, from samples: lz4 when it pays, nothing otherwise.
-    Auto,
+    /// Per frame, from samples: lz4 when the time it saves on a link of `transport_speed`
+    /// bytes per second exceeds what it costs, nothing otherwise.
+    Auto { transport_speed: u64 },
 }
 
 const ZSTD_DEFAULT_LEVEL: i32 = 3;
 
 fn bad_compression(obj: &Bound<'_, PyAny>) -> Error {
     Error::Encode(format!(
-        "compression must be None, \"none\", \"lz4\", \"zstd\", (\"zstd\", level) with level -7..22, or \"auto\"; got {}",
+        "compression must be None, \"none\", \"lz4\", \"zstd\", (\"zstd\", level) with level -7..22, \"auto\" or (\"auto\", link bytes per second); got {}",
         obj.repr().map(|r| r.to_string()).unwrap_or_default()
     ))
 }
 
-/// Parses `compression=`: None / "none", "lz4", "zstd", ("zstd", level), ("lz4", _), "auto".
+/// Parses `compression=`: None / "none", "lz4", "zstd", ("zstd", level), ("lz4", _), "auto",
+/// ("auto", transport bytes per second).
 pub fn compression(obj: &Bound<'_, PyAny>) -> Result<Compression> {
     if obj.is_none() {
         return Ok(Compression::None);
     }
-    let (name, level) = if let Ok(name) = obj.cast::<PyString>() {
+    let (name, setting) = if let Ok(name) = obj.cast::<PyString>() {
         (name.to_str()?.to_owned(), None)
     } else if let Ok(pair) = obj.cast::<PyTuple>() {
         if pair.len() != 2 {
@@ -40,24 +42,50 @@ pub fn compression(obj: &Bound<'_, PyAny>) -> Result<Compression> {
             .get_item(0)?
             .extract()
             .map_err(|_| bad_compression(obj))?;
-        let level: i32 = pair
-            .get_item(1)?
-            .extract()
-            .map_err(|_| bad_compression(obj))?;
-        (name, Some(level))
+        (name, Some(pair.get_item(1)?))
     } else {
         return Err(bad_compression(obj));
     };
-    match (name.as_str(), level) {
+    let level = || -> Result<i32> {
+        let setting = setting.as_ref().ok_or_else(|| bad_compression(obj))?;
+        setting.extract().map_err(|_| bad_compression(obj))
+    };
+    match (name.as_str(), &setting) {
         ("none", None) => Ok(Compression::None),
-        ("auto", None) => Ok(Compression::Auto),
-        ("lz4", _) => Ok(Compression::Fixed(Algorithm::Lz4)),
-        ("zstd", None) => Ok(Compression::Fixed(Algorithm::Zstd(ZSTD_DEFAULT_LEVEL))),
-        ("zstd", Some(level)) if (-7..=22).contains(&level) => {
-            Ok(Compression::Fixed(Algorithm::Zstd(level)))
+        ("auto", None) => Ok(Compression::Auto {
+            transport_speed: freight_core::compress::DEFAULT_TRANSPORT_SPEED,
+        }),
+        ("auto", Some(speed)) => Ok(Compression::Auto {
+            transport_speed: transport_speed(speed)?,
+        }),
+        ("lz4", Some(_)) => {
+            level()?;
+            Ok(Compression::Fixed(Algorithm::Lz4))
         }
+        ("lz4", None) => Ok(Compression::Fixed(Algorithm::Lz4)),
+        ("zstd", None) => Ok(Compression::Fixed(Algorithm::Zstd(ZSTD_DEFAULT_LEVEL))),
+        ("zstd", Some(_)) => match level()? {
+            level if (-7..=22).contains(&level) => Ok(Compression::Fixed(Algorithm::Zstd(level))),
+            _ => Err(bad_compression(obj)),
+        },
         _ => Err(bad_compression(obj)),
     }
+}
+
+/// The link speed of `("auto", bytes_per_second)`: a finite number, at least 1.
+fn transport_speed(obj: &Bound<'_, PyAny>) -> Result<u64> {
+    let speed: f64 = obj.extract().map_err(|_| {
+        Error::Encode(format!(
+            "(\"auto\", speed): the speed is the link's bytes per second (e.g. 1e9), not {}",
+            obj.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    })?;
+    if !(speed.is_finite() && speed >= 1.0) {
+        return Err(Error::Encode(format!(
+            "(\"auto\", speed): the speed is the link's bytes per second, at least 1, not {speed}"
+        )));
+    }
+    Ok(speed as u64)
 }
 
 /// Parses `key=`: None, a bytes-like key, or (to load) a list or tuple of keys for rotation.
@@ -136,19 +164,4 @@ pub fn allowed_tags(obj: &Bound<'_, PyAny>) -> Result<Option<Vec<String>>> {
         tags.push(item?.extract::<String>().map_err(|_| bad())?);
     }
     Ok(Some(tags))
-}
-
-/// Sets the transport speed (bytes per second) that `compression="auto"` weighs compression
-/// against; returns the previous one.
-#[pyfunction]
-pub fn set_transport_speed(bytes_per_second: f64) -> PyResult<f64> {
-    if !(bytes_per_second.is_finite() && bytes_per_second >= 1.0) {
-        return Err(crate::errors::Error::Encode(format!(
-            "a transport speed is a number of bytes per second, at least 1, not {bytes_per_second}"
-        ))
-        .into());
-    }
-    let previous = freight_core::compress::transport_speed() as f64;
-    freight_core::compress::set_transport_speed(bytes_per_second as u64);
-    Ok(previous)
 }

@@ -50,7 +50,12 @@ pub fn apply(policy: Compression, frames: &[&[u8]], itemsizes: &[u32]) -> Vec<St
                     let shuffle = itemsize.filter(|&size| compress::shuffle_helps(raw, size));
                     compressed(algo, raw, shuffle)
                 }
-                Compression::Auto => match compress::decide(raw, itemsize, compress::AUTO_MIN) {
+                Compression::Auto { transport_speed } => match compress::decide(
+                    raw,
+                    itemsize,
+                    compress::AUTO_MIN,
+                    transport_speed,
+                ) {
                     Decision::Raw => Stored {
                         data: None,
                         layout: FrameLayout::raw(raw.len() as u64),

@@ -82,7 +82,7 @@ pub fn encode(py: Python<'_>, dispatch: &DispatchRefs, obj: &Bound<'_, PyAny>) -
         } else {
             Vec::new()
         };
-        library_versions(py, &state.tags, &mut versions)?;
+        library_versions(py, &state.tags, state.arrays, &mut versions)?;
         return Ok(Encoded {
             tree,
             state,
@@ -116,7 +116,7 @@ fn encode_pickled(
     let (mut state, externals, buffers, _) = sink.borrow().take();
     state.needs_pickle = true;
     let mut versions = pickle_versions(py, cloud)?;
-    library_versions(py, &state.tags, &mut versions)?;
+    library_versions(py, &state.tags, state.arrays, &mut versions)?;
     let mut w = TreeWriter::new();
     let bytes = data.as_bytes();
     if bytes.len() >= FRAME_MIN {
@@ -155,9 +155,10 @@ fn pickle_versions(py: Python<'_>, cloud: bool) -> Result<Vec<(String, String)>>
 fn library_versions(
     py: Python<'_>,
     tags: &[String],
+    arrays: bool,
     versions: &mut Vec<(String, String)>,
 ) -> Result<()> {
-    if tags.is_empty() {
+    if tags.is_empty() && !arrays {
         return Ok(());
     }
     // sys.modules, looked up once: the import machinery costs about a microsecond a call.
@@ -167,8 +168,12 @@ fn library_versions(
             Ok(py.import("sys")?.getattr("modules")?.unbind())
         })?
         .bind(py);
-    for tag in tags {
-        let top = tag.split('.').next().unwrap_or(tag);
+    // Arrays are numpy's whatever their tag: a reader of another numpy major version is told.
+    let arrays = arrays.then_some("numpy");
+    for top in arrays
+        .into_iter()
+        .chain(tags.iter().map(|tag| tag.split('.').next().unwrap_or(tag)))
+    {
         if versions.iter().any(|(name, _)| name == top) {
             continue;
         }

@@ -87,6 +87,7 @@ impl<'py> Walker<'_, 'py> {
     ) -> Result<()> {
         let walker = self;
         let py = walker.py();
+        walker.state.arrays = true;
         // PyBUF_STRIDES without PyBUF_FORMAT: numpy exports every non-object dtype this way
         // (datetime64 included, which it refuses when a format string is requested).
         let mut buf = RawBuffer::get(arr, ffi::PyBUF_STRIDES)?;

@@ -19,10 +19,12 @@ use crate::encode::walker::{MemoState, Walker, FRAME_MIN};
 use crate::errors::Result;
 use crate::types::{ndarray_type, std_types};
 use freight_core::ptrmap::PtrMap;
+use freight_core::TreeWriter;
 
 struct SinkInner {
     state: EncodeState,
-    externals: Vec<Vec<u8>>,
+    /// The externals' trees, one memo scope: finished together by `take`.
+    externals: Vec<TreeWriter>,
     buffers: Vec<u32>,
     seen: PtrMap<(u32, Py<PyAny>)>,
     memo: MemoState,
@@ -78,7 +80,7 @@ impl PickleSink {
         inner.seen.clear();
         (
             std::mem::take(&mut inner.state),
-            std::mem::take(&mut inner.externals),
+            freight_core::compact_memo(std::mem::take(&mut inner.externals)),
             std::mem::take(&mut inner.buffers),
             inner.cloud,
         )

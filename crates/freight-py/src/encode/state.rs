@@ -55,6 +55,8 @@ pub struct EncodeState {
     pub needs_pickle: bool,
     pub cloudpickle: bool,
     pub pickled: bool,
+    /// An NdArray node was written: the payload records numpy's version.
+    pub arrays: bool,
 }
 
 impl EncodeState {

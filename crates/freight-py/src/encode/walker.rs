@@ -11,7 +11,7 @@ use std::sync::Arc;
 use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::buffer::RawBuffer;
 use crate::encode::dispatch::Dispatch;
@@ -112,18 +112,22 @@ impl<'a, 'py> Walker<'a, 'py> {
         walker
     }
 
-    /// The tree, and the memo for the next walk in the same scope.
-    pub fn into_parts(self) -> (Vec<u8>, MemoState) {
+    /// The tree (its memo markers still provisional: see `freight_core::compact_memo`), and the
+    /// memo for the next walk in the same scope.
+    pub fn into_parts(self) -> (TreeWriter, MemoState) {
         let memo = MemoState {
             map: self.memo,
             next_slot: self.next_slot,
             keep_alive: self.keep_alive.into_iter().map(Bound::unbind).collect(),
         };
-        (self.w.into_bytes(), memo)
+        (self.w, memo)
     }
 
+    /// The finished tree of a walk that is its own memo scope.
     pub fn into_tree(self) -> Vec<u8> {
-        self.w.into_bytes()
+        freight_core::compact_memo(vec![self.w])
+            .pop()
+            .unwrap_or_default()
     }
 
     /// Memo bookkeeping for an object about to be written. Returns true when a reference was
@@ -153,8 +157,8 @@ impl<'a, 'py> Walker<'a, 'py> {
                 done,
             },
         );
+        self.w.memo(self.next_slot);
         self.next_slot += 1;
-        self.w.memo();
         Ok(false)
     }
 
@@ -418,6 +422,17 @@ impl<'a, 'py> Walker<'a, 'py> {
 
     fn set_like(&mut self, obj: &Bound<'py, PyAny>, tag: Tag) -> Result<()> {
         let n = obj.len()?;
+        if n > 1 {
+            if let Some(sorted) = sorted_items(obj, n)? {
+                self.w.container(tag, n);
+                for item in sorted.iter() {
+                    // The set, the sorted list and `item` each hold a reference.
+                    let shared = refcnt(item.as_ptr()) > 3;
+                    self.walk(&item, shared)?;
+                }
+                return Ok(());
+            }
+        }
         self.w.container(tag, n);
         let mut count = 0;
         for item in obj.try_iter()? {
@@ -549,4 +564,35 @@ impl<'a, 'py> Walker<'a, 'py> {
     pub fn py(&self) -> Python<'py> {
         self.py
     }
+}
+
+/// The items of a set in sorted order when they are all exact str, all exact int or all exact
+/// bytes (the sets whose order Python can sort without running user code), else None.
+///
+/// A set's iteration order depends on its insertion history and, for str and bytes, on the
+/// process's hash seed: sorting makes the same set give the same bytes in any process.
+fn sorted_items<'py>(obj: &Bound<'py, PyAny>, n: usize) -> Result<Option<Bound<'py, PyList>>> {
+    let mut items = Vec::with_capacity(n);
+    let mut kind: *mut ffi::PyTypeObject = std::ptr::null_mut();
+    for item in obj.try_iter()? {
+        let item = item?;
+        // SAFETY: reading the type of a live object.
+        let ty = unsafe { ffi::Py_TYPE(item.as_ptr()) };
+        let sortable = ty == &raw mut ffi::PyUnicode_Type
+            || ty == &raw mut ffi::PyLong_Type
+            || ty == &raw mut ffi::PyBytes_Type;
+        if !sortable || (!kind.is_null() && kind != ty) {
+            return Ok(None);
+        }
+        kind = ty;
+        items.push(item);
+    }
+    if items.len() != n {
+        return Err(Error::Encode(
+            "a set changed size while it was being serialized".to_owned(),
+        ));
+    }
+    let list = PyList::new(obj.py(), items)?;
+    list.sort()?;
+    Ok(Some(list))
 }
