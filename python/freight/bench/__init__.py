@@ -5,14 +5,17 @@
     python -m freight bench --only pandas,numpy --out results/
     python -m freight bench --compare old/results.json new/results.json
 
-Writes ``results.json`` (every measurement and the machine), ``report.md`` (a table per
-workload with ratios against pickle-5 and the best peer) and PNG plots into ``--out``. Needs
-``freight[bench]`` (matplotlib for the plots, tqdm for the progress bar); peers that are not
-installed are skipped and listed in the report.
+Writes ``results.json`` (every measurement, its allocator states and peak memory, the
+like-for-like comparisons, the machine), ``report.md`` (a table per workload with ratios against
+pickle-5 and the best like-for-like peer, and where freight is slower) and PNG plots into
+``--out``. Needs ``freight[bench]`` (matplotlib for the plots, tqdm for the progress bar); peers
+that are not installed are skipped and listed in the report.
 
-Modules: ``workloads`` (what is serialized), ``peers`` (who is compared), ``runner`` (timing),
-``report`` (markdown, --compare), ``plots`` (matplotlib), ``harness`` (timing and formatting
-shared with the target scripts in the repository's benchmarks/).
+Modules: ``workloads`` (what is serialized), ``peers`` (who is compared), ``runner`` (which
+size is measured where), ``point`` (timing one size), ``alloc`` (allocator states, resident
+memory), ``child`` (fresh processes), ``memory`` (peak-memory probes), ``ratios`` (who meets
+whom), ``report`` (markdown, --compare), ``plots`` (matplotlib), ``harness`` (timing and
+formatting shared with the target scripts in the repository's benchmarks/).
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-size", metavar="SIZE", help="skip sizes above SIZE bytes (rows above SIZE/64), e.g. 16MiB")
     p.add_argument("--repeat", type=int, metavar="N", help="exactly N samples per measurement (default: adaptive)")
     p.add_argument("--no-plots", action="store_true", help="write results.json and report.md only")
+    p.add_argument(
+        "--no-memory", action="store_true", help="no peak-memory probes (a child process per peer and size ≥ 1 MiB)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--list", action="store_true", help="list the workloads and peers, then exit")
     p.add_argument(
@@ -69,13 +75,15 @@ def _list() -> None:
 
 
 def _summary(results: dict) -> None:
-    from freight.bench.report import losses
+    from freight.bench.ratios import losses
 
     lost = losses(results)
     n = len(results["measurements"])
-    print(f"{n} measurements in {results['elapsed_s']} s; freight slower in {len(lost)} comparisons:")
-    for w, d, label, vs, r in lost[:40]:
-        print(f"  {w:18} {d:5} {label:>12}  {vs}: {r:.2f}×")
+    print(f"{n} measurements in {results['elapsed_s']} s; freight slower in {len(lost)} like-for-like comparisons:")
+    for c in lost[:40]:
+        state = f" ({c['state']})" if len(c["by_state"]) > 1 else ""
+        print(f"  {c['workload']:18} {c['direction']:5} {c['label']:>12}  {c['ours']} vs {c['other']}: "
+              f"{c['ratio']:.2f}×{state}")  # fmt: skip
     if len(lost) > 40:
         print(f"  ... and {len(lost) - 40} more (report.md lists them all)")
     for e in results["errors"]:
@@ -96,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(compare(*args.compare, threshold=args.threshold))
         return 0
+    from freight.bench.ratios import comparisons
     from freight.bench.report import render
     from freight.bench.runner import Settings, run
     from freight.bench.workloads import select
@@ -123,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.render) as fh:
             results = json.load(fh)
     else:
-        settings = Settings.make(args.quick, max_bytes, args.repeat)
+        settings = Settings.make(args.quick, max_bytes, args.repeat, memory=not args.no_memory)
         results = run(workloads, settings, progress=not args.no_progress)
     plots: list[str] = []
     if plots_ok:
@@ -131,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
         plots = write_plots(results, args.out)
     results["plots"] = plots
+    results["comparisons"] = comparisons(results)  # derived, for readers of the file: both states' ratios
     with open(os.path.join(args.out, "results.json"), "w") as fh:
         json.dump(results, fh, indent=1)
     with open(os.path.join(args.out, "report.md"), "w") as fh:

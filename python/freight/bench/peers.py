@@ -1,4 +1,4 @@
-"""Who ``freight bench`` measures: freight's two paths and the peers a user would otherwise use.
+"""Who ``freight bench`` measures: freight's paths and the peers a user would otherwise use.
 
 A peer is a pair of functions, ``dumps(obj) -> payload`` and ``loads(payload) -> obj``, and the
 workload kinds it applies to. A peer whose library is not installed is skipped, and the report
@@ -6,10 +6,17 @@ says so; one that fails on a workload (pyfory on an unsupported type, say) is re
 its error instead of being left out quietly.
 
 Every peer is called the way its documentation shows for going to bytes and back in memory:
-``io.BytesIO`` where the API writes to a file, defaults otherwise. freight's ``dumps`` writes
-and ``loads`` verifies frame checksums (its defaults); ``frames`` is ``dumps_frames`` and
-``loads_frames(zero_copy=True)``, the path engines use. The ``copy`` peer is ``arr.copy()`` in
-both directions: one copy of the data, the floor for anything that returns new bytes.
+``io.BytesIO`` where the API writes to a file, defaults otherwise. ``freight`` is ``dumps`` /
+``loads`` with freight's defaults; ``freight (checksum)`` writes (and so verifies) frame
+checksums, for the array workloads, so that the report shows what integrity costs;
+``freight frames`` is ``dumps_frames`` and ``loads_frames(zero_copy=True)``, the path engines
+use. The ``copy`` peer is ``arr.copy()`` in both directions: one copy of the data, the floor for
+anything that returns new bytes.
+
+``zero_copy`` says in which directions a peer does *not* copy the data (out-of-band buffers
+that view the array, arrays that view the payload): the report only holds a freight row against
+peers that copy where it copies and do not where it does not (see ratios.py), since a
+view costs nothing at any size and a ratio against one says nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ class Peer:
     ours: bool = False
     #: a reference, not a serializer (``copy``): shown, never the "best peer"
     reference: bool = False
+    #: the directions ("dumps", "loads") in which the data is not copied but viewed
+    zero_copy: frozenset[str] = frozenset()
 
     @property
     def codec(self) -> Codec:
@@ -81,6 +90,13 @@ def _freight_frames() -> Codec:
     import freight
 
     return freight.dumps_frames, partial(freight.loads_frames, zero_copy=True)
+
+
+def _freight_checksum() -> Codec:
+    import freight
+
+    # loads verifies the checksums a payload carries: no option needed on that side
+    return partial(freight.dumps, checksum=True), freight.loads
 
 
 def _freight_compressed(codec: Any) -> Callable[[], Codec]:
@@ -323,6 +339,7 @@ def _blosc2_loads(b: bytes) -> Any:
 # -- the table ----------------------------------------------------------------------------------------
 
 _DATA = {"array", "pandas", "polars", "arrow", "torch", "torch-dict", "builtins", "closure"}
+_VIEWS = frozenset({"dumps", "loads"})
 
 
 def _k(*kinds: str) -> frozenset[str]:
@@ -336,12 +353,13 @@ def _pair(dumps: Callable[[Any], Any], loads: Callable[[Any], Any]) -> Callable[
 
 PEERS: tuple[Peer, ...] = (
     Peer("freight", frozenset(_DATA | {"compress"}), _freight, ours=True),
-    Peer("freight frames", frozenset(_DATA - {"builtins", "closure"}), _freight_frames, ours=True),
+    Peer("freight (checksum)", _k("array"), _freight_checksum, ours=True),
+    Peer("freight frames", frozenset(_DATA - {"builtins", "closure"}), _freight_frames, ours=True, zero_copy=_VIEWS),
     Peer("freight lz4", _k("compress"), _freight_compressed("lz4"), ours=True),
     Peer("freight zstd-3", _k("compress"), _freight_compressed(("zstd", 3)), ours=True),
     Peer("copy", _k("array"), _copy, reference=True),
     Peer("pickle-5", frozenset(_DATA - {"closure"}), _pickle),
-    Peer("pickle-5 oob", _k("array", "pandas", "torch", "torch-dict"), _pickle_oob),
+    Peer("pickle-5 oob", _k("array", "pandas", "torch", "torch-dict"), _pickle_oob, zero_copy=_VIEWS),
     Peer("cloudpickle", _k("array", "builtins", "closure"), _cloudpickle, ("cloudpickle",)),
     Peer("dill", _k("closure"), _dill, ("dill",)),
     Peer("numpy.save", _k("array"), _pair(_np_save, _np_load), ("numpy",)),
@@ -353,7 +371,8 @@ PEERS: tuple[Peer, ...] = (
     Peer("feather", _k("pandas"), _pair(_to_feather, _read_feather), ("pyarrow",)),
     Peer("polars ipc", _k("polars"), _pair(_pl_write_ipc, _pl_read_ipc)),
     Peer("polars parquet", _k("polars"), _pair(_pl_write_parquet, _pl_read_parquet)),
-    Peer("arrow ipc", _k("arrow"), _pair(_arrow_ipc_write, _arrow_ipc_read)),
+    # the stream is written as one copy, but read_all() returns arrays that view the payload
+    Peer("arrow ipc", _k("arrow"), _pair(_arrow_ipc_write, _arrow_ipc_read), zero_copy=frozenset({"loads"})),
     Peer("torch.save", _k("torch", "torch-dict"), _pair(_torch_save, _torch_load)),
     Peer("safetensors", _k("torch", "torch-dict"), _pair(_safetensors_save, _safetensors_load), ("safetensors",)),
     Peer("lz4.frame", _k("compress"), _pair(_lz4_dumps, _lz4_loads), ("lz4",)),
@@ -370,4 +389,21 @@ def for_kind(kind: str, peers: Sequence[Peer] = PEERS) -> list[Peer]:
     return [p for p in peers if kind in p.kinds]
 
 
-__all__ = ["BASELINE", "PEERS", "Peer", "for_kind", "missing", "payload_size"]
+def peer_named(name: str) -> Peer:
+    """The peer called ``name`` (how a child process is told which peer to run)."""
+    for p in PEERS:
+        if p.name == name:
+            return p
+    raise KeyError(f"no peer named {name!r}")
+
+
+def freight_defaults() -> dict[str, bool]:
+    """Whether ``freight.dumps`` writes checksums by default: what the ``freight`` row measures."""
+    import inspect
+
+    import freight
+
+    return {"checksum": bool(inspect.signature(freight.Freight).parameters["checksum"].default)}
+
+
+__all__ = ["BASELINE", "PEERS", "Peer", "for_kind", "freight_defaults", "missing", "payload_size", "peer_named"]

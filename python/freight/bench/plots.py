@@ -16,11 +16,11 @@ from collections import defaultdict
 from typing import Any
 
 from freight.bench.harness import GiB, fmt_bytes, fmt_count
-from freight.bench.report import DIRECTIONS
+from freight.bench.ratios import DIRECTIONS
 
-_OURS = ("#d62728", "#8c1c13", "#ff7f0e", "#a05195")  # freight's rows: reds and orange
+_OURS = ("#d62728", "#e377c2", "#8c1c13", "#ff7f0e", "#a05195")  # freight's rows: reds, pink and orange
 _OTHERS = (
-    "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f",
+    "#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b", "#bcbd22", "#7f7f7f", "#08306b",
     "#393b79", "#ff9896", "#00a087", "#f0c808", "#6a3d9a", "#b15928", "#4dbbd5", "#636363",
 )  # fmt: skip
 # distinct hues, none red or orange (freight's); peers keep their colour across every plot of a run
@@ -50,6 +50,8 @@ def _style(name: str, peers: dict[str, dict[str, bool]], colours: dict[str, str]
         style.update(linestyle=":", marker=None)
     if name == "freight frames":
         style.update(linestyle="--")
+    if name == "freight (checksum)":
+        style.update(linestyle="-.", linewidth=1.8)
     return style
 
 

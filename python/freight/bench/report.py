@@ -1,115 +1,108 @@
 """report.md from a results dict, and ``--compare`` of two results files.
 
-Ratios are **peer time / freight time**: above 1 freight is faster, below 1 it is slower, and the
-report marks those in bold. Each workload compares freight with pickle-5 (the default everyone
-has) and with the fastest peer at that size ("best peer": any peer that is not freight's and not
-the ``copy`` reference).
+Ratios are **peer time ÷ freight time** (ratios.py decides who meets whom): above 1 freight is
+faster, below 1 it is slower, and the report marks those in bold. Results files written before
+allocator states and peak memory were recorded (schema freight-bench/1) render and compare too:
+their measurements have one, unnamed, state and no memory column.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from freight.bench.harness import fmt_bytes, fmt_ns, markdown_table
 from freight.bench.peers import BASELINE
+from freight.bench.ratios import DIRECTIONS, Comparison, compare_in, comparisons, index, labels, losses, pairs_for
 
-DIRECTIONS = ("dumps", "loads")
-
-#: for these workload kinds, which freight row is compared with which peer ("best": the fastest)
-PAIRS: dict[str, list[tuple[str, str]]] = {
-    "compress": [("freight lz4", "lz4.frame"), ("freight zstd-3", "zstandard-3"), ("freight lz4", "best")],
+STATE_NAMES = {
+    "warm": "this process, glibc's mmap threshold raised: buffers reused from the heap",
+    "fresh": "a fresh process, the threshold pinned at 128 KiB: every buffer of 128 KiB or more a new mapping",
+    "isolated": "each peer alone in a fresh process",
 }
-DEFAULT_PAIRS = [("freight", BASELINE), ("freight", "best")]
-
-
-def _index(results: dict[str, Any]) -> dict[tuple[str, str, str], dict[str, dict[str, Any]]]:
-    """(workload, label, direction) -> peer -> measurement"""
-    out: dict[tuple[str, str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
-    for m in results["measurements"]:
-        out[(m["workload"], m["label"], m["direction"])][m["peer"]] = m
-    return out
-
-
-def _labels(results: dict[str, Any], workload: str) -> list[str]:
-    seen: dict[str, Any] = {}
-    for m in results["measurements"]:
-        if m["workload"] == workload:
-            seen.setdefault(m["label"], m["size"])
-    return list(seen)
-
-
-def _peer_order(results: dict[str, Any], workload: str) -> list[str]:
-    return list(dict.fromkeys(m["peer"] for m in results["measurements"] if m["workload"] == workload))
-
-
-def best_peer(row: dict[str, dict[str, Any]], peers_info: dict[str, dict[str, bool]]) -> tuple[str, float] | None:
-    """The fastest peer that is neither freight's nor a reference, and its median."""
-    cands = [
-        (m["median_ns"], name)
-        for name, m in row.items()
-        if not peers_info.get(name, {}).get("ours") and not peers_info.get(name, {}).get("reference")
-    ]
-    if not cands:
-        return None
-    t, name = min(cands)
-    return name, t
-
-
-def ratio(row: dict[str, dict[str, Any]], ours: str, other: str, peers_info: dict) -> tuple[float, str] | None:
-    """(other time / our time, other's name) for one size and direction, or None."""
-    if ours not in row:
-        return None
-    if other == "best":
-        best = best_peer(row, peers_info)
-        if best is None:
-            return None
-        other, t = best
-    elif other in row:
-        t = row[other]["median_ns"]
-    else:
-        return None
-    return t / row[ours]["median_ns"], other
 
 
 def fmt_ratio(r: float) -> str:
     return f"{r:.2f}×" if r >= 1 else f"**{r:.2f}×**"
 
 
-def pairs_for(kind: str) -> list[tuple[str, str]]:
-    return PAIRS.get(kind, DEFAULT_PAIRS)
+def _states_note(c: Comparison | dict[str, Any]) -> str:
+    """The ratio in each state ("warm 1.20×, fresh 0.85×") where a cell has more than one."""
+    by_state = c.by_state if isinstance(c, Comparison) else c["by_state"]
+    if len(by_state) < 2:
+        return ""
+    return ", ".join(f"{s} {r:.2f}×" for s, r in by_state.items())
+
+
+def _cell(c: Comparison | None) -> str:
+    if c is None:
+        return "-"
+    notes = [c.other] if c.best else []
+    if len(c.by_state) > 1:  # the state the ratio is from, then the other's: "fresh; warm 1.57×"
+        others = ", ".join(f"{s} {r:.2f}×" for s, r in c.by_state.items() if s != c.state)
+        notes.append(f"{c.state}; {others}")
+    return fmt_ratio(c.ratio) + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def _peer_order(results: dict[str, Any], workload: str) -> list[str]:
+    return list(dict.fromkeys(m["peer"] for m in results["measurements"] if m["workload"] == workload))
+
+
+def _pair_title(ours: str, other: str) -> str:
+    return f"{ours} vs {'best peer' if other == 'best' else other}"
 
 
 def _workload_section(results: dict[str, Any], name: str, idx: dict) -> list[str]:
     info = results["workloads"][name]
     peers_info = results["peers"]
     peers = _peer_order(results, name)
-    labels = _labels(results, name)
+    sizes = labels(results, name)
     lines = [f"## {name}", "", f"{info['description']}."]
     skipped = [s for s in results["skipped"] if s["workload"] == name]
     if skipped:
         lines += ["", "Not measured: " + "; ".join(f"{s['peer']} ({s['reason']})" for s in skipped) + "."]
-    pairs = pairs_for(info["kind"])
+    pairs = [(a, b) for a, b in pairs_for(info["kind"]) if a in peers]
     for direction in DIRECTIONS:
-        headers = ["size", *peers]
-        headers += [f"{a} vs {'best peer' if b == 'best' else b}" for a, b in pairs]
+        headers = ["size", *peers] + [_pair_title(a, b) for a, b in pairs]
         if direction == "dumps":
             headers.append("payload ÷ " + ("raw" if info["kind"] == "compress" else BASELINE))
         rows = []
-        for label in labels:
+        for label in sizes:
             row = idx.get((name, label, direction), {})
             cells = [label] + [fmt_ns(row[p]["median_ns"]) if p in row else "-" for p in peers]
-            for a, b in pairs:
-                r = ratio(row, a, b, peers_info)
-                cells.append("-" if r is None else fmt_ratio(r[0]) + (f" ({r[1]})" if b == "best" else ""))
+            cells += [_cell(compare_in(row, a, b, direction, peers_info)) for a, b in pairs]
             if direction == "dumps":
                 cells.append(_payload_ratio(row, info["kind"]))
             rows.append(cells)
         lines += ["", f"### {direction}", "", markdown_table(headers, rows)]
+    lines += _memory_table(name, peers, sizes, idx)
     return lines
+
+
+def _memory_table(name: str, peers: list[str], sizes: list[str], idx: dict) -> list[str]:
+    """Peak memory each call added, per peer, for the sizes that were probed."""
+    rows = []
+    for label in sizes:
+        d, lo = idx.get((name, label, "dumps"), {}), idx.get((name, label, "loads"), {})
+        if not any(m.get("peak_bytes") is not None for m in (*d.values(), *lo.values())):
+            continue
+        cells = [label]
+        for p in peers:
+            pd, pl = (r.get(p, {}).get("peak_bytes") for r in (d, lo))
+            cells.append(" / ".join("-" if v is None else fmt_bytes(v) for v in (pd, pl)))
+        rows.append(cells)
+    if not rows:
+        return []
+    return [
+        "",
+        "### peak memory",
+        "",
+        "Resident memory the call added at its peak, `dumps` / `loads` (the input was already resident).",
+        "",
+        markdown_table(["size", *peers], rows),
+    ]
 
 
 def _payload_ratio(row: dict[str, dict[str, Any]], kind: str) -> str:
@@ -125,24 +118,12 @@ def _payload_ratio(row: dict[str, dict[str, Any]], kind: str) -> str:
     return "-"
 
 
-def losses(results: dict[str, Any]) -> list[tuple[str, str, str, str, float]]:
-    """Every (workload, direction, size, compared peer, ratio) where freight is slower."""
-    idx = _index(results)
-    out = []
-    for name, info in results["workloads"].items():
-        for label in _labels(results, name):
-            for direction in DIRECTIONS:
-                row = idx.get((name, label, direction), {})
-                seen = set()
-                for a, b in pairs_for(info["kind"]):
-                    r = ratio(row, a, b, results["peers"])
-                    if r is not None and r[0] < 1 and (a, r[1]) not in seen:
-                        seen.add((a, r[1]))
-                        out.append((name, direction, label, f"{a} vs {r[1]}", r[0]))
-    return out
-
-
 TABLES = ("pandas", "polars", "pyarrow")
+
+
+def _checksums(results: dict[str, Any]) -> str:
+    on = results.get("freight_defaults", {}).get("checksum", True)  # /1 files: the default was on
+    return "checksums written and verified" if on else "no checksums"
 
 
 def tables_summary(results: dict[str, Any], idx: dict) -> list[str]:
@@ -151,22 +132,17 @@ def tables_summary(results: dict[str, Any], idx: dict) -> list[str]:
     present = [w for w in TABLES if any(k[0] == w for k in idx)]
     if not present:
         return []
-    header = ["rows"] + [f"{w} {d}" for w in present for d in ("dumps", "loads")] + [f"{w} size" for w in present]
+    header = ["rows"] + [f"{w} {d}" for w in present for d in DIRECTIONS] + [f"{w} size" for w in present]
     rows = []
-    for label in _labels(results, present[0]):
+    for label in labels(results, present[0]):
         cells = [label]
         sizes = []
         for w in present:
-            for d in ("dumps", "loads"):
-                row = idx.get((w, label, d), {})
-                mine, theirs = row.get("freight"), row.get("pickle-5")
-                if mine and theirs:
-                    r = theirs["median_ns"] / mine["median_ns"]
-                    cells.append(fmt_ratio(r))
-                else:
-                    cells.append("–")
+            for d in DIRECTIONS:
+                c = compare_in(idx.get((w, label, d), {}), "freight", BASELINE, d, results["peers"])
+                cells.append("–" if c is None else fmt_ratio(c.ratio))
             row = idx.get((w, label, "dumps"), {})
-            mine, theirs = row.get("freight"), row.get("pickle-5")
+            mine, theirs = row.get("freight"), row.get(BASELINE)
             ok = mine and theirs and mine.get("payload_bytes") and theirs.get("payload_bytes")
             sizes.append(f"{mine['payload_bytes'] / theirs['payload_bytes']:.2f}" if ok else "–")
         rows.append(cells + sizes)
@@ -174,16 +150,57 @@ def tables_summary(results: dict[str, Any], idx: dict) -> list[str]:
         "",
         "## Tables against pickle-5",
         "",
-        "pickle-5 time ÷ freight time (`dumps`/`loads`, checksums on), and freight's payload size ÷ pickle-5's.",
+        f"pickle-5 time ÷ freight time (`dumps`/`loads`, {_checksums(results)}; the worse of the "
+        "allocator states where there are two), and freight's payload size ÷ pickle-5's.",
         "",
         markdown_table(header, rows),
     ]
 
 
+def losses_table(results: dict[str, Any]) -> list[str]:
+    lost = losses(results)
+    if not lost:
+        return ["Nowhere in this run."]
+    rows = [
+        [c["workload"], c["direction"], c["label"], c["ours"], c["other"], fmt_ratio(c["ratio"]), _states_note(c)]
+        for c in lost
+    ]
+    return [markdown_table(["workload", "direction", "size", "freight row", "loses to", "ratio", "by state"], rows)]
+
+
+def _intro(results: dict[str, Any]) -> list[str]:
+    used = {s for m in results["measurements"] for s in (m.get("states") or {})}
+    states = [f"`{s}` ({STATE_NAMES[s]})" for s in STATE_NAMES if s in used]
+    memory = results.get("memory") or {}
+    text = [
+        "Times are medians per call (samples of all peers interleaved, after a warm-up). Ratios are "
+        "**peer time ÷ freight time**: above 1 freight is faster; **bold** marks where freight is "
+        f"slower. `freight` is `dumps` / `loads` with freight's defaults ({_checksums(results)}); "
+        "`freight (checksum)` writes and verifies checksums; `freight frames` is `dumps_frames` / "
+        "`loads_frames(zero_copy=True)`; `copy` is `arr.copy()`, the one-copy floor. Like is held "
+        "against like: `freight` against pickle-5 in band and peers that copy the data, "
+        "`freight frames` against pickle-5 out of band and peers that view it. freight's "
+        "compression runs on all cores; lz4.frame and zstandard on one, blosc2 on all.",
+    ]
+    if states:
+        text += [
+            "",
+            "Allocator states: " + "; ".join(states) + ". Sizes measured in two states are held to the worse "
+            "ratio; the tables' times are the first state's.",
+        ]
+    if memory.get("from_bytes"):
+        text += [
+            "",
+            f"Peak memory: from {fmt_bytes(memory['from_bytes'])} on, each peer in a fresh process, "
+            f"resident memory a call added at its peak ({', '.join(memory.get('methods') or ['no probe ran'])}).",
+        ]
+    return text
+
+
 def render(results: dict[str, Any], plots: Iterable[str] = ()) -> str:
     m = results["machine"]
     s = results["settings"]
-    idx = _index(results)
+    idx = index(results)
     lines = [
         "# freight bench",
         "",
@@ -192,23 +209,15 @@ def render(results: dict[str, Any], plots: Iterable[str] = ()) -> str:
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(m["versions"].items())) + ".",
         "",
-        "Times are medians per call (samples of all peers interleaved). Ratios are **peer time ÷ "
-        "freight time**: above 1 freight is faster; **bold** marks where freight is slower. "
-        "`freight` is `dumps` / `loads` (checksums written and verified); `freight frames` is "
-        "`dumps_frames` / `loads_frames(zero_copy=True)`; `copy` is `arr.copy()`, the one-copy "
-        "floor. freight's compression runs on all cores; lz4.frame and zstandard on one, blosc2 "
-        "on all.",
+        *_intro(results),
     ]
     lines += tables_summary(results, idx)
-    lost = losses(results)
-    lines += ["", "## Where freight is slower", ""]
-    if lost:
-        rows = [[w, d, label, vs, f"{r:.2f}×"] for w, d, label, vs, r in lost]
-        lines.append(markdown_table(["workload", "direction", "size", "compared", "ratio"], rows))
-    else:
-        lines.append("Nowhere in this run.")
+    lines += ["", "## Where freight is slower", "", *losses_table(results)]
     if results["errors"]:
         lines += ["", "## Errors", ""] + [f"- {e}" for e in results["errors"]]
+    notes = (results.get("memory") or {}).get("notes")
+    if notes:
+        lines += ["", "Peak memory not measured: " + "; ".join(notes) + "."]
     plots = list(plots)
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
@@ -224,8 +233,34 @@ def render(results: dict[str, Any], plots: Iterable[str] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _changed(r: float, threshold: float) -> bool:
+    return abs(math.log(r)) >= math.log1p(threshold)
+
+
+def _ratio_changes(old: dict[str, Any], new: dict[str, Any], threshold: float) -> list[str]:
+    """The like-for-like ratios that moved by ``threshold`` or more, both files paired the same
+    way (ratios.py), worst-first: what a before/after note quotes."""
+
+    def key(c: dict[str, Any]) -> tuple[str, ...]:
+        return (c["workload"], c["label"], c["direction"], c["ours"], "best peer" if c["best"] else c["other"])
+
+    before = {key(c): c for c in comparisons(old)}
+    moved = []
+    for c in comparisons(new):
+        b = before.get(key(c))
+        if b is not None and _changed(c["ratio"] / b["ratio"], threshold):
+            moved.append((c["ratio"] / b["ratio"], key(c), b, c))
+    if not moved:
+        return []
+    lines = ["", f"like-for-like ratios (peer time ÷ freight time) that moved ({len(moved)}):"]
+    for _, (w, label, d, ours, vs), b, c in sorted(moved, key=lambda x: x[0]):
+        lines.append(f"  {w:18} {label:>12} {d:5} {ours} vs {vs}: {b['ratio']:.2f}× -> {c['ratio']:.2f}×")
+    return lines
+
+
 def compare(old_path: str, new_path: str, threshold: float = 0.10) -> str:
-    """What got faster or slower from one results file to another, beyond ``threshold``."""
+    """What got faster or slower from one results file to another, beyond ``threshold``: each
+    peer's time (the first state's median) and the like-for-like ratios."""
     with open(old_path) as fh:
         old = json.load(fh)
     with open(new_path) as fh:
@@ -243,7 +278,7 @@ def compare(old_path: str, new_path: str, threshold: float = 0.10) -> str:
             continue
         common += 1
         r = m["median_ns"] / b["median_ns"]
-        if abs(math.log(r)) >= math.log1p(threshold):
+        if _changed(r, threshold):
             changes.append((r, key(m), b["median_ns"], m["median_ns"], m["payload_bytes"] - b["payload_bytes"]))
     lines = [f"{old_path} -> {new_path}: {common} measurements in both, {len(changes)} changed by ≥ {threshold:.0%}"]
     if (
@@ -251,6 +286,8 @@ def compare(old_path: str, new_path: str, threshold: float = 0.10) -> str:
         or old["machine"]["cpus"] != new["machine"]["cpus"]
     ):
         lines.append("warning: the two runs are from different machines; compare with care")
+    if _checksums(old) != _checksums(new):
+        lines.append(f"note: the `freight` row changed defaults: {_checksums(old)} -> {_checksums(new)}")
     for title, pick in (("faster", lambda r: r < 1), ("slower", lambda r: r > 1)):
         sel = sorted((c for c in changes if pick(c[0])), key=lambda c: c[0] if title == "faster" else -c[0])
         if not sel:
@@ -261,7 +298,8 @@ def compare(old_path: str, new_path: str, threshold: float = 0.10) -> str:
             lines.append(
                 f"  {w:18} {label:>12} {peer:16} {d:5} {fmt_ns(t0):>10} -> {fmt_ns(t1):>10}  {1 / r:.2f}×{extra}"
             )
+    lines += _ratio_changes(old, new, threshold)
     return "\n".join(lines)
 
 
-__all__ = ["compare", "fmt_bytes", "losses", "render"]
+__all__ = ["compare", "fmt_bytes", "fmt_ratio", "losses", "render"]

@@ -13,6 +13,9 @@ from typing import Any
 
 from freight.bench.harness import GiB, KiB, MiB, fmt_bytes, fmt_count
 
+#: what a row or an item is taken to weigh where a size must be known before the data is made
+#: (``--max-size``, and which sizes run in child processes: see runner.py)
+BYTES_PER_ROW = 64
 #: 1 KiB .. 1 GiB in steps of 4 (about two sizes per decade)
 BYTE_SIZES = tuple(KiB << (2 * i) for i in range(11))
 #: 10 .. 10M rows, 1-3-10 (two per decade)
@@ -41,6 +44,15 @@ class Workload:
             return f"{fmt_count(size)} {self.axis}"
         return str(size)
 
+    def approx_bytes(self, size: Any) -> int:
+        """The data's size in bytes, known without making it: the size itself for ``bytes``,
+        ``BYTES_PER_ROW`` per row or item, 0 for named cases (small values and closures)."""
+        if self.axis == "bytes":
+            return int(size)
+        if self.axis in ("rows", "items"):
+            return int(size) * BYTES_PER_ROW
+        return 0
+
     def sizes_for(self, quick: bool, max_bytes: int | None) -> list[Any]:
         """The sizes a run measures: all of them, or every other one up to the quick limits,
         and none above ``max_bytes`` (rows and items are capped at max_bytes / 64)."""
@@ -51,7 +63,7 @@ class Workload:
             limit = QUICK_MAX_BYTES if self.axis == "bytes" else QUICK_MAX_ROWS
             sizes = [s for s in sizes if s <= limit][::2]
         if max_bytes is not None:
-            limit = max_bytes if self.axis == "bytes" else max(10, max_bytes // 64)
+            limit = max_bytes if self.axis == "bytes" else max(10, max_bytes // BYTES_PER_ROW)
             sizes = [s for s in sizes if s <= limit] or sizes[:1]
         return sizes
 
@@ -333,4 +345,12 @@ def select(only: str | None) -> list[Workload]:
     return [w for w in WORKLOADS if w.group in wanted or w.name in wanted]
 
 
-__all__ = ["GiB", "GROUPS", "WORKLOADS", "Workload", "records", "select"]
+def workload_named(name: str) -> Workload:
+    """The workload called ``name`` (how a child process is told which workload to make)."""
+    for w in WORKLOADS:
+        if w.name == name:
+            return w
+    raise KeyError(f"no workload named {name!r}")
+
+
+__all__ = ["GiB", "GROUPS", "WORKLOADS", "Workload", "records", "select", "workload_named"]
