@@ -185,6 +185,11 @@ def load(data: Any, buffers: list[Any], source: Any, producer: str | None) -> An
     except pickle.UnpicklingError as exc:
         raise DeserializationError(f"the pickle part of the payload{_by(producer)} is corrupt: {exc}") from exc
     except (AttributeError, ModuleNotFoundError, ImportError) as exc:
+        from freight import _versions
+
+        refused = _versions.pickle_refusal(exc)  # another version of the library wrote it
+        if refused is not None:
+            raise refused from exc
         raise DeserializationError(
             f"the pickle part of the payload{_by(producer)} refers to code this process cannot import: "
             f"{type(exc).__name__}: {exc}; install the same modules (and versions) on this side"

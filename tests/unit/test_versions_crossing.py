@@ -34,16 +34,7 @@ MANIFEST = json.loads((OLD / "expected.json").read_text())
 
 # Crossings whose refusal needs a change outside this suite's files; strict, so that the change
 # shows up here as an XPASS to remove from this list.
-PENDING = {
-    "np_stringdtype": (
-        "numpy 1 meets numpy 2's pickled StringDType array as a plain DeserializationError: needs numpy's "
-        "version recorded for pickled numpy values and _pickle.load to raise _versions.pickle_refusal(exc)"
-    ),
-    "pa_decimal32": (
-        "pyarrow 17 cannot import decimal32: needs serializers/arrow.py to raise "
-        "_versions.failed_crossing('pyarrow', tag, exc) when the versions differ"
-    ),
-}
+PENDING: dict[str, str] = {}
 
 
 def test_old_payloads_come_from_the_old_generation() -> None:

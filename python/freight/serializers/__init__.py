@@ -40,6 +40,12 @@ class LibrarySerializer:
         except DeserializationError:
             raise
         except self.errors as exc:
+            from freight import _versions
+
+            # Written by another version of the library: the error names both versions.
+            crossing = _versions.failed_crossing(self.tag.split(".")[0], self.tag, exc)
+            if crossing is not None:
+                raise crossing from exc
             raise DeserializationError(f"the payload holds an invalid {self.tag}: {exc}") from exc
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:

@@ -127,8 +127,6 @@ pub fn open(py: Python<'_>, parts: Parts<Input>, opts: &OpenOptions<'_>) -> Resu
 pub struct DecodeCtx {
     pub(crate) payload: Payload<Input>,
     pub(crate) entries: Vec<Py<PyAny>>,
-    /// "python 3.11, cloudpickle 3.1": what wrote the payload, for error messages.
-    pub producer: Option<String>,
     pub opts: DecodeOptions,
 }
 
@@ -204,30 +202,59 @@ fn check_allowed_tags(payload: &Payload<Input>, allowed: &[String]) -> Result<()
 }
 
 /// The producer-version policy (python/freight/_versions.py): a warning, or an error when
-/// `strict`, for a library of another major version or pickle from another Python minor.
+/// strict. Payloads written by the versions this process runs (nearly all of them: numpy arrays
+/// record numpy's) are told apart in Rust, without a Python call.
 fn check_versions(py: Python<'_>, payload: &Payload<Input>, strict: bool) -> Result<()> {
+    let versions = &payload.header().versions;
+    let current = versions.iter().all(|(name, version)| is_current(py, name, version));
+    // _versions keeps the last checked payload's versions for error messages: once a payload
+    // from other versions was checked, the next one is checked too (which replaces them).
+    thread_local!(static OTHER_VERSIONS_SEEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
+    if current && !OTHER_VERSIONS_SEEN.with(|seen| seen.replace(false)) {
+        return Ok(());
+    }
+    if !current {
+        OTHER_VERSIONS_SEEN.with(|seen| seen.set(true));
+    }
     static CHECK: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
     let check = CHECK.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
         Ok(py.import("freight._versions")?.getattr("check")?.unbind())
     })?;
-    check
-        .bind(py)
-        .call1((payload.header().versions.clone(), strict))?;
+    check.bind(py).call1((versions.clone(), strict))?;
     Ok(())
 }
 
-fn producer(payload: &Payload<Input>) -> Option<String> {
-    let versions = &payload.header().versions;
-    if versions.is_empty() {
-        return None;
-    }
-    Some(
-        versions
+/// Whether `name` `version` is what this process runs (Python's minor version for "python"; a
+/// library's `__version__` once it is imported). Versions cannot change in a process: cached.
+fn is_current(py: Python<'_>, name: &str, version: &str) -> bool {
+    thread_local!(static KNOWN: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) });
+    if let Some(known) = KNOWN.with(|k| {
+        k.borrow()
             .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-    )
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v == version)
+    }) {
+        return known;
+    }
+    let here = if name == "python" {
+        let v = py.version_info();
+        Some(format!("{}.{}", v.major, v.minor))
+    } else {
+        py.import("sys")
+            .and_then(|sys| sys.getattr("modules"))
+            .and_then(|modules| modules.get_item(name))
+            .and_then(|module| module.getattr("__version__"))
+            .and_then(|v| v.extract::<String>())
+            .ok()
+    };
+    match here {
+        Some(here) => {
+            let same = here == version;
+            KNOWN.with(|k| k.borrow_mut().push((name.to_owned(), here)));
+            same
+        }
+        None => false, // not imported yet: the Python check decides (and imports nothing)
+    }
 }
 
 impl DecodeCtx {
@@ -246,7 +273,6 @@ impl DecodeCtx {
             check_versions(py, &payload, opts.strict_versions)?;
         }
         Ok(Rc::new(Self {
-            producer: producer(&payload),
             payload,
             entries,
             opts,
@@ -255,6 +281,21 @@ impl DecodeCtx {
 
     pub fn tree(&self) -> &[u8] {
         self.payload.tree()
+    }
+
+    /// "python 3.11, cloudpickle 3.1": what wrote the payload, for error messages.
+    pub fn producer(&self) -> Option<String> {
+        let versions = &self.payload.header().versions;
+        if versions.is_empty() {
+            return None;
+        }
+        Some(
+            versions
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
     }
 
     pub(crate) fn frames(&self) -> &Frames<Input> {

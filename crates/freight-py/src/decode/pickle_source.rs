@@ -53,10 +53,10 @@ impl<'py> TreeDecoder<'_, 'py> {
         let load = crate::types::pickle_bridge(py)?.getattr(pyo3::intern!(py, "load"))?;
         if externals.is_empty() {
             // Nothing to hand back to freight: plain pickle.loads, no source to set up.
-            return Ok(load.call1((data, buffers, py.None(), ctx.producer.as_deref()))?);
+            return Ok(load.call1((data, buffers, py.None(), ctx.producer().as_deref()))?);
         }
         let source = Bound::new(py, PickleSource::new(ctx.clone(), externals))?;
-        let out = load.call1((data, buffers, &source, ctx.producer.as_deref()));
+        let out = load.call1((data, buffers, &source, ctx.producer().as_deref()));
         source.borrow().close();
         Ok(out?)
     }

@@ -371,7 +371,12 @@ impl PickleSink {
             Some(entry) => walker.ext(obj, entry, true).map(|()| true),
             None if is_array => match walker.array_wire(obj) {
                 Ok(Some(wire)) => walker.array(obj, &wire, true).map(|()| true),
-                Ok(None) => Ok(false),
+                Ok(None) => {
+                    // Pickled (object or StringDType arrays): still numpy's, so its version is
+                    // recorded for a reader of another numpy.
+                    walker.state.arrays = true;
+                    Ok(false)
+                }
                 Err(err) => Err(err),
             },
             None => walker.walk(obj, true).map(|()| true),
