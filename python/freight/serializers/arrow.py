@@ -7,6 +7,13 @@ metadata, extension types) travels as Arrow IPC schema bytes. Data the Rust path
 payloads written before it, use the Python form in ``freight.serializers.arrow_python``.
 Imported the first time a pyarrow object is serialized or a ``pyarrow.*`` payload is loaded;
 registers into ``freight.registry.BUILTINS``.
+
+Extension types written in Python (``pa.ExtensionType`` subclasses) come back from the schema
+bytes only when ``pa.register_extension_type`` registered them; otherwise pyarrow reads their
+storage type, and the values would come back as their storage array. Objects holding such a
+type anywhere (a column, a struct field, a list's items) are pickled in place, which carries the
+class by reference, as pickle does. Extension types of Arrow C++ (uuid, json, bool8, tensors)
+and registered Python ones keep the Rust path.
 """
 
 from __future__ import annotations
@@ -18,9 +25,60 @@ import pyarrow as pa
 
 from freight._freight import arrow_dumps, arrow_loads
 from freight.registry import BUILTINS
-from freight.serializers import LibrarySerializer
+from freight.serializers import LibrarySerializer, Pickled
 from freight.serializers import arrow_python as python_form
 from freight.serializers.arrow_python import _type_from, _type_wire  # noqa: F401 - used by pandas
+
+# The field metadata key that marks an extension type in Arrow IPC schema bytes.
+_EXTENSION_KEY = b"ARROW:extension:name"
+
+# Type classes with no child types and nothing of Python in them: most columns stop here, at
+# one set lookup (a DataType of int64, a TimestampType, ...).
+_FLAT_TYPES = frozenset(
+    type(t)
+    for t in (
+        pa.int64(), pa.timestamp("s"), pa.time32("s"), pa.time64("us"), pa.duration("s"),
+        pa.decimal128(5), pa.decimal256(5), pa.binary(3),
+        *(getattr(pa, name)(5) for name in ("decimal32", "decimal64") if hasattr(pa, name)),
+    )
+)  # fmt: skip
+
+
+def _python_extension(t: pa.DataType) -> bool:
+    """Whether ``t`` holds, at any depth, an extension type written in Python that pyarrow
+    would not rebuild from the schema bytes (not registered, or registered under its name for
+    another class)."""
+    if type(t) in _FLAT_TYPES:
+        return False
+    if isinstance(t, pa.ExtensionType):
+        if not _comes_back(t):
+            return True
+        return _python_extension(t.storage_type)
+    if isinstance(t, pa.BaseExtensionType):
+        return _python_extension(t.storage_type)
+    if isinstance(t, pa.DictionaryType):
+        return _python_extension(t.value_type)
+    return any(_python_extension(t.field(i).type) for i in range(t.num_fields))
+
+
+def _comes_back(t: pa.ExtensionType) -> bool:
+    """Whether pyarrow reads ``t`` back from its schema bytes as itself (same class, equal).
+    Asked every time (8 us, for Python extension types only): registrations change."""
+    try:
+        back = python_form._read_type(python_form._schema_of(t))
+    except pa.ArrowException:
+        return False
+    return type(back) is type(t) and back == t
+
+
+def _schema_has_python_extension(schema: pa.Schema) -> bool:
+    return any(_python_extension(t) for t in schema.types)
+
+
+def _has_python_extension(obj: Any) -> bool:
+    if isinstance(obj, (pa.Array, pa.ChunkedArray)):
+        return _python_extension(obj.type)
+    return _schema_has_python_extension(obj.schema)
 
 
 class _ArrowSerializer(LibrarySerializer):
@@ -34,15 +92,24 @@ class _ArrowSerializer(LibrarySerializer):
 
     def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
         try:
-            return arrow_dumps(obj)
+            meta, frames = arrow_dumps(obj)
         except (ValueError, pa.ArrowException):  # a layout arrow-rs does not carry
+            if _has_python_extension(obj):
+                return Pickled(obj), []
             return self.in_python[0](obj)
+        # Extension types are field metadata in the schema bytes: only when that key is there
+        # are the types walked (a walk cost a 3-column table's dumps 16%).
+        if _EXTENSION_KEY in meta[0] and _has_python_extension(obj):
+            return Pickled(obj), []
+        return meta, frames
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
         if isinstance(meta, tuple):
             return self._import(arrow_loads(meta, frames, self.form))
         if isinstance(meta, dict):
             return self.in_python[1](meta, frames)
+        if isinstance(meta, Pickled):
+            return _pickled(meta, self.types)
         raise ValueError(f"an Arrow payload's metadata is a tuple or a dict, not {type(meta).__name__}")
 
     def _import(self, capsule: Any) -> Any:
@@ -74,6 +141,15 @@ class RecordBatchSerializer(_ArrowSerializer):
     form = "array"
     in_python = (python_form.encode_batch, python_form.decode_batch)
 
+    def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        if isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[1], list) and not meta[1]:
+            # A batch of no rows: pyarrow's stream of it (what arrow_dumps reads) holds no
+            # array at all, so the "array" form has none to import. Read as a stream (the
+            # schema, metadata included), then made a batch of no rows of that schema.
+            schema = pa.RecordBatchReader._import_from_c_capsule(arrow_loads(meta, frames, "stream")).schema
+            return pa.RecordBatch.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
+        return super()._rebuild(meta, frames)
+
     def _import(self, capsules: Any) -> pa.RecordBatch:
         return pa.RecordBatch._import_from_c_capsule(*capsules)
 
@@ -93,10 +169,22 @@ class SchemaSerializer(LibrarySerializer):
     errors = _ArrowSerializer.errors
 
     def serialize(self, schema: pa.Schema) -> tuple[Any, list[Any]]:
-        return schema.serialize().to_pybytes(), []
+        wire = schema.serialize().to_pybytes()
+        if _EXTENSION_KEY in wire and _schema_has_python_extension(schema):
+            return Pickled(schema), []
+        return wire, []
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
+        if isinstance(meta, Pickled):
+            return _pickled(meta, self.types)
         return pa.ipc.read_schema(pa.py_buffer(meta))
+
+
+def _pickled(meta: Pickled, types: tuple[type, ...]) -> Any:
+    """An object pickled in place (see the module's docstring), checked to be what the tag says."""
+    if not isinstance(meta.value, types):
+        raise ValueError(f"the payload holds a {type(meta.value).__name__} where a {types[0].__name__} belongs")
+    return meta.value
 
 
 for _serializer in (

@@ -10,7 +10,11 @@ Wire form of a dtype (a natively encodable value):
   "itemsize": n, "aligned": bool, "titles": [...] or absent}``, which keeps padding and
   alignment exactly.
 
-Object dtypes have no wire form: arrays holding Python objects go through pickle.
+Some dtypes have no wire form, and their arrays go through pickle, which keeps them exactly:
+object dtypes (arrays holding Python objects), dtypes of a user-defined DType (numpy's
+``_rational_tests.rational``, ``quaddtype``: their ``dtype.str`` is a plain ``'<V8'``, which
+would come back as raw bytes), and dtypes carrying ``metadata`` (h5py's enum dtypes: neither
+``dtype.str`` nor the structured form records it).
 """
 
 from __future__ import annotations
@@ -21,28 +25,45 @@ import numpy as np
 
 from freight.exceptions import DeserializationError
 
-_TO_WIRE: dict[np.dtype, Any] = {}
+# By dtype object (the dtype is kept, so its id is not reused), not by equality: dtypes that
+# differ only in metadata or in being an aligned struct compare (and hash) equal, and must not
+# share a wire form.
+_TO_WIRE: dict[int, tuple[np.dtype, Any]] = {}
 _FROM_WIRE: dict[str, np.dtype] = {}
 
 
+# The DType classes of numpy's own kinds (Float64DType, BytesDType, VoidDType, ...). On numpy
+# before 1.20 every dtype is a plain np.dtype, and user-defined ones are told apart by
+# ``isbuiltin == 2`` only.
+_BUILTIN_DTYPE_CLASSES = frozenset(type(np.dtype(code)) for code in np.typecodes["All"])
+
+
+class _NoWire(Exception):
+    """This dtype, or a part of it, has no wire form: its arrays go through pickle."""
+
+
 def dtype_to_wire(dtype: np.dtype) -> Any:
-    """The wire form of ``dtype``, or None when it holds Python objects (needs pickle)."""
+    """The wire form of ``dtype``, or None when pickle must carry its arrays (see above)."""
+    hit = _TO_WIRE.get(id(dtype))
+    if hit is not None and hit[0] is dtype:
+        return hit[1]
     try:
-        return _TO_WIRE[dtype]
-    except (KeyError, TypeError):
-        pass
-    wire = _to_wire(dtype)
+        wire = _to_wire(dtype)
+    except _NoWire:
+        wire = None
     if len(_TO_WIRE) < 1024:
-        try:
-            _TO_WIRE[dtype] = wire
-        except TypeError:
-            pass
+        _TO_WIRE[id(dtype)] = (dtype, wire)
     return wire
 
 
 def _to_wire(dtype: np.dtype) -> Any:
-    if dtype.hasobject:
-        return None
+    if (
+        dtype.hasobject
+        or type(dtype) not in _BUILTIN_DTYPE_CLASSES
+        or dtype.isbuiltin == 2
+        or dtype.metadata is not None
+    ):
+        raise _NoWire
     if dtype.subdtype is not None:
         base, shape = dtype.subdtype
         return ("sub", _to_wire(base), tuple(int(d) for d in shape))
@@ -108,7 +129,7 @@ def ascontiguous(arr: np.ndarray) -> np.ndarray:
 def from_frame(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], fortran: bool, writeable: bool) -> np.ndarray:
     """An array viewing ``buffer`` (no copy)."""
     if dtype.itemsize == 0 or 0 in shape:
-        arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        arr = empty(dtype, shape, fortran)
     else:
         arr = np.frombuffer(buffer, dtype=dtype).reshape(shape, order="F" if fortran else "C")
     if not writeable and arr.flags.writeable:
@@ -118,4 +139,17 @@ def from_frame(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], fortran: bo
 
 def empty(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> np.ndarray:
     """A fresh array for a copying decode (numpy asks for huge pages for large ones)."""
+    if dtype.itemsize == 0:
+        return _zero_itemsize(dtype, shape, fortran)
     return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+
+
+def _zero_itemsize(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> np.ndarray:
+    """An array of a zero-itemsize dtype ('S0', 'U0', 'V0', a struct of no fields). np.empty
+    reads an unsized 'S0' / 'U0' as "size to be chosen" and makes 'S1' / 'U1' (the decoder then
+    found 0 bytes for 10, and a zero-copy load returned uninitialised bytes). numpy's own
+    unpickling keeps the size, and gives the flags pickle's result has (both orders contiguous);
+    the view keeps the byte order, which unpickling drops from '>U0'."""
+    arr = np.ndarray((0,), dtype=np.uint8)
+    arr.__setstate__((1, tuple(shape), dtype, bool(fortran), b""))
+    return arr.view(dtype)

@@ -3,6 +3,8 @@ arrays (numpy frames, no pickle, safe to load). Imported the first time a scipy 
 serialized or a ``scipy.sparse`` payload is loaded; registers into ``freight.registry.BUILTINS``.
 
 lil matrices travel in csr form (their own storage is Python lists) and come back as lil.
+Sparse arrays may have other than two dimensions: coo_array any number, csr_array one (its
+index arrays then describe one row).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ for _fmt in ("csr", "csc", "coo", "bsr", "dia", "lil"):
         if _cls is not None:
             _CLASSES[f"{_fmt}_{_suffix}"] = _cls
 _NAMES = {cls: name for name, cls in _CLASSES.items()}
+# Dimensions other than 2 that sparse arrays take (an empty tuple: any number, for coo_array).
+_NDIMS: dict[str, tuple[int, ...]] = {"coo_array": (), "csr_array": (1, 2)}
+_MAXPRINT = getattr(sp.csr_matrix((1, 1)), "maxprint", 50)
 
 # What writers send (scipy's own index and value dtypes); anything else is refused on load, so
 # that scipy's C++ kernels only ever see the types they are compiled for.
@@ -73,6 +78,8 @@ class SparseSerializer(LibrarySerializer):
         kind = _NAMES[type(m)]
         fmt = kind.split("_")[0]
         meta: dict[str, Any] = {"kind": kind, "shape": tuple(int(d) for d in m.shape)}
+        if getattr(m, "maxprint", _MAXPRINT) != _MAXPRINT:
+            meta["maxprint"] = int(m.maxprint)  # set by the user; pickle keeps it
         if fmt == "lil":
             m = m.tocsr()
             fmt = "csr"
@@ -87,13 +94,23 @@ class SparseSerializer(LibrarySerializer):
         return meta, []
 
     def _rebuild(self, meta: dict[str, Any], frames: list[memoryview]) -> Any:
+        m = self._build(meta)
+        maxprint = meta.get("maxprint")
+        if isinstance(maxprint, int):
+            m.maxprint = maxprint
+        return m
+
+    def _build(self, meta: dict[str, Any]) -> Any:
         cls = _CLASSES[meta["kind"]]
         fmt = meta["kind"].split("_")[0]
         shape = tuple(meta["shape"])
-        if len(shape) != 2 or not all(isinstance(d, int) and d >= 0 for d in shape):
-            raise DeserializationError(f"the payload holds a scipy.sparse shape {shape!r}")
+        # The dimensions scipy accepts for each kind: a shape it would refuse, or one the
+        # checks below do not cover, never reaches its constructors.
+        ndims = _NDIMS.get(meta["kind"], (2,))
+        if (ndims and len(shape) not in ndims) or not shape or not all(isinstance(d, int) and d >= 0 for d in shape):
+            raise DeserializationError(f"the payload holds a scipy.sparse shape {shape!r} for a {meta['kind']}")
         if fmt in ("csr", "csc", "bsr", "lil"):
-            rows, cols = shape
+            rows, cols = shape if len(shape) == 2 else (1, shape[0])  # a 1-D csr_array is one row
             block: tuple[int, ...] = ()
             if fmt == "bsr":
                 data = meta["data"]
