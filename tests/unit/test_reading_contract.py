@@ -146,3 +146,22 @@ def test_verify_refuses_a_tree_that_loads_refuses():
         with pytest.raises(DeserializationError):
             _freight.verify(blob)
         assert freight.inspect(blob)["tree"]["ok"] is False
+
+
+def test_a_payload_of_builtins_is_read_by_the_same_contract():
+    """Payloads whose header declares no frames, tags, versions or pickle load without the
+    general path's set-up; a tree that needs any of those is refused all the same."""
+    from freight._freight import _envelope
+
+    STR, NDARRAY, EXT, PICKLE = 0x07, 0x30, 0x31, 0x32
+    small = freight.dumps({"a": [1, 2.5, "x"], "b": (None, True)})
+    assert freight.loads(small) == {"a": [1, 2.5, "x"], "b": (None, True)}
+    with pytest.raises(DeserializationError):
+        freight.loads(small + b"\0")  # trailing bytes, as the general path refuses them
+    for tree in (
+        bytes([NDARRAY, STR, 3]) + b"<f8" + bytes([0, 1, 1, 0]),  # an array whose frame 0 is not declared
+        bytes([EXT, 0, 0x00, 0]),  # a serializer node with no tag declared
+        bytes([PICKLE, 0, 0, 1, 0x80, 0, 0]),  # pickle, but the header does not say so
+    ):
+        with pytest.raises(DeserializationError, match="does not declare"):
+            freight.loads(_envelope(tree))

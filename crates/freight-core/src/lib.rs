@@ -33,7 +33,7 @@ pub mod writer;
 
 pub use envelope::{EnvelopeSpec, EnvelopeWriter, FrameInfo, FrameLayout, Header, Limits};
 pub use error::{Error, Result};
-pub use payload::{Frame, Frames, OpenOptions, Parts, Payload};
+pub use payload::{builtins_tree, Frame, Frames, OpenOptions, Parts, Payload};
 pub use reader::{PickleDataRef, PickleNode, Reader};
 pub use tags::Tag;
 pub use writer::{compact_memo, DateTimeFields, PickleData, TreeWriter};

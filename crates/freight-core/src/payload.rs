@@ -39,6 +39,24 @@ pub struct OpenOptions<'k> {
     pub verify: bool,
 }
 
+/// The node tree of a payload that holds builtins only (no frames, serializer tags, producer
+/// versions, pickle or signature), after every check `Payload::open` makes of such a payload;
+/// None when the payload has any of those (open it with `Payload::open`). The common small
+/// payload (a task's result) then decodes with no shared state to set up.
+pub fn builtins_tree(bytes: &[u8], limits: &Limits) -> Result<Option<std::ops::Range<usize>>> {
+    let header = envelope::parse_header(bytes, limits)?;
+    if !header.frames.is_empty()
+        || !header.tags.is_empty()
+        || !header.versions.is_empty()
+        || header.needs_pickle()
+        || header.signed()
+    {
+        return Ok(None);
+    }
+    envelope::locate_frames(&header, bytes)?;
+    Ok(Some(header.tree))
+}
+
 /// An opened payload: its checked header and its frames, over the buffers that own the bytes.
 #[derive(Debug)]
 pub struct Payload<B> {

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyList};
 
 use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer};
 use crate::decode::input::{export_frame_list, export_input};
-use crate::decode::{decode, DecodeCtx, DecodeOptions};
+use crate::decode::{decode, decode_builtins, DecodeCtx, DecodeOptions};
 use crate::encode::compression::{self, Stored};
 use crate::encode::dispatch::DispatchRefs;
 use crate::encode::{encode, Encoded};
@@ -286,6 +286,20 @@ impl Codec {
         allowed_tags: Option<&Bound<'py, PyAny>>,
         strict_versions: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let defaults = allow_pickle.is_none()
+            && zero_copy.is_none()
+            && verify.is_none()
+            && key.is_none()
+            && max_size.is_none()
+            && allowed_tags.is_none()
+            && strict_versions.is_none();
+        if defaults && self.keys.is_empty() {
+            if let Ok(bytes) = data.cast_exact::<PyBytes>() {
+                if let Some(obj) = decode_builtins(py, bytes.as_bytes())? {
+                    return Ok(obj);
+                }
+            }
+        }
         let opts = self.decode_options(
             allow_pickle,
             zero_copy,

@@ -87,7 +87,7 @@ impl<'py> TreeDecoder<'_, 'py> {
         let wire = self.node(r, None)?;
         let (flags, shape, index) = r.ndarray_tail()?;
         let spec = array_spec(py, &wire, flags, &shape)?;
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx()?.clone();
         let frame = ctx.peek(index)?;
         if spec.nbytes != frame.raw_len() as u64 {
             return Err(Error::corrupt(format!(

@@ -18,7 +18,7 @@ impl<'py> TreeDecoder<'_, 'py> {
     /// A Pickle node (after its tag).
     pub(crate) fn pickle(&mut self, r: &mut Reader<'_>) -> Result<Bound<'py, PyAny>> {
         let py = self.py;
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx()?.clone();
         if !ctx.opts.allow_pickle {
             return Err(Error::Unsafe(
                 "the payload holds a pickle node, and allow_pickle=False refuses to run pickle; load it with \

@@ -13,7 +13,7 @@ impl<'py> TreeDecoder<'_, 'py> {
     pub(crate) fn ext(&mut self, r: &mut Reader<'_>) -> Result<Bound<'py, PyAny>> {
         let py = self.py;
         let tag_index = r.index("a tag index")? as usize;
-        let ctx = self.ctx.clone();
+        let ctx = self.ctx()?.clone();
         let entry = ctx
             .entries
             .get(tag_index)

@@ -24,7 +24,9 @@ pub type Memo = Vec<Option<Py<PyAny>>>;
 /// Decodes one tree (the payload's, or a pickle external's).
 pub struct TreeDecoder<'c, 'py> {
     pub(crate) py: Python<'py>,
-    pub(crate) ctx: &'c Rc<DecodeCtx>,
+    /// None for a payload of builtins only (see `decode_builtins`): a node that needs frames,
+    /// serializers or pickle is then corrupt.
+    ctx: Option<&'c Rc<DecodeCtx>>,
     memo: Memo,
     /// Items decoded for lists and tuples under construction: a container is built only once
     /// all its items exist, so no half-built one is ever visible to Python code.
@@ -53,13 +55,36 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     pub fn with_memo(py: Python<'py>, ctx: &'c Rc<DecodeCtx>, memo: Memo) -> Self {
         Self {
             py,
-            ctx,
+            ctx: Some(ctx),
             memo,
             scratch: Vec::new(),
             pending: 0,
             depth: 0,
             hashable_depth: 0,
         }
+    }
+
+    /// A decoder for a payload whose header declares no frames, serializers, versions or pickle.
+    pub fn builtins(py: Python<'py>) -> Self {
+        Self {
+            py,
+            ctx: None,
+            memo: Memo::new(),
+            scratch: Vec::new(),
+            pending: 0,
+            depth: 0,
+            hashable_depth: 0,
+        }
+    }
+
+    /// The payload's context: frames, serializer entries, options.
+    #[inline]
+    pub(crate) fn ctx(&self) -> Result<&'c Rc<DecodeCtx>> {
+        self.ctx.ok_or_else(|| {
+            Error::corrupt(
+                "a node refers to frames, serializers or pickle, which the header does not declare",
+            )
+        })
     }
 
     pub fn into_memo(self) -> Memo {
@@ -356,7 +381,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             Tag::ByteArray => PyByteArray::new(py, r.byte_string("a bytearray")?).into_any(),
             Tag::FrameBytes => {
                 let index = r.index("a frame index")?;
-                let ctx = self.ctx.clone();
+                let ctx = self.ctx()?.clone();
                 let src_len = ctx.peek(index)?.raw_len();
                 // SAFETY: copy_frame fills all of it; on an error `bytes` is dropped unseen.
                 let (bytes, dst) = unsafe { uninit_bytes(py, src_len)? };
@@ -365,12 +390,12 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             }
             Tag::FrameByteArray => {
                 let index = r.index("a frame index")?;
-                let data = self.ctx.frame_raw(py, index)?;
+                let data = self.ctx()?.frame_raw(py, index)?;
                 PyByteArray::new(py, &data).into_any()
             }
             Tag::FrameStr => {
                 let index = r.index("a frame index")?;
-                let ctx = self.ctx.clone();
+                let ctx = self.ctx()?.clone();
                 let data = ctx.frame_raw(py, index)?;
                 self.utf8(&data, c"surrogatepass")?
             }
