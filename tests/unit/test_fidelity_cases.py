@@ -305,11 +305,6 @@ def test_empty_record_batches_load_back():
         assert_like_pickle(batch)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Rust Arrow path: an empty slice keeps its offset over a buffer imported empty "
-    "(crates/freight-py/src/arrow/build.rs::array should build len-0 arrays at offset 0)",
-)
 def test_an_empty_slice_of_fixed_width_values_can_be_concatenated():
     arr = pa.array([1, 2], pa.int64())
     back = freight.loads(freight.dumps(pa.chunked_array([arr, arr.slice(2)])))

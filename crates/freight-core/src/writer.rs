@@ -38,6 +38,8 @@ struct MemoMark {
     end: usize,
     slot: u32,
     is_ref: bool,
+    /// A marker kept whether or not a reference uses it (see `TreeWriter::memo`).
+    kept: bool,
 }
 
 impl TreeWriter {
@@ -166,9 +168,12 @@ impl TreeWriter {
     }
 
     /// Marks the next node as taking memo slot `slot` (the next one in this memo scope). The
-    /// marker is provisional: `compact_memo` drops it unless a reference to `slot` is written.
+    /// marker is provisional, dropped by `compact_memo` unless a reference to `slot` is written,
+    /// or `kept`: for markers an encoder writes whatever the program state (a root object, which
+    /// may contain itself), keeping them costs nothing in determinism and saves renumbering every
+    /// reference after them.
     #[inline]
-    pub fn memo(&mut self, slot: u32) {
+    pub fn memo(&mut self, slot: u32, kept: bool) {
         let start = self.buf.len();
         self.tag(Tag::Memo);
         self.marks.push(MemoMark {
@@ -176,6 +181,7 @@ impl TreeWriter {
             end: self.buf.len(),
             slot,
             is_ref: false,
+            kept,
         });
     }
 
@@ -190,6 +196,7 @@ impl TreeWriter {
             end: self.buf.len(),
             slot,
             is_ref: true,
+            kept: false,
         });
     }
 
@@ -331,61 +338,99 @@ impl TreeWriter {
 /// something else holds it), which depends on what the rest of the program holds, not on the
 /// value; keeping only the slots a reference actually uses makes the bytes depend on the value
 /// alone, with aliasing kept exactly.
-pub fn compact_memo(trees: Vec<TreeWriter>) -> Vec<Vec<u8>> {
-    let slots = trees
+pub fn compact_memo(mut trees: Vec<TreeWriter>) -> Vec<Vec<u8>> {
+    compact_in_place(&mut trees);
+    trees.into_iter().map(|t| t.buf).collect()
+}
+
+impl TreeWriter {
+    /// The finished bytes of a tree that is its own memo scope (see `compact_memo`).
+    pub fn finish(mut self) -> Vec<u8> {
+        compact_in_place(std::slice::from_mut(&mut self));
+        self.buf
+    }
+}
+
+/// `compact_memo` without allocating: markers only go and slot numbers only shrink, so each
+/// tree is rewritten over itself, front to back (a memmove of the spans between marks).
+fn compact_in_place(trees: &mut [TreeWriter]) {
+    let marked = |m: &&MemoMark| !m.is_ref;
+    let Some(slots) = trees
         .iter()
-        .flat_map(|t| &t.marks)
-        .filter(|m| !m.is_ref)
+        .flat_map(|t| t.marks.iter().filter(marked))
         .map(|m| m.slot as usize + 1)
         .max()
-        .unwrap_or(0);
-    if slots == 0 {
-        return trees.into_iter().map(TreeWriter::into_bytes).collect();
-    }
-    let mut renumbered: Vec<Option<u32>> = vec![None; slots];
-    for mark in trees.iter().flat_map(|t| &t.marks).filter(|m| m.is_ref) {
-        if let Some(slot) = renumbered.get_mut(mark.slot as usize) {
-            *slot = Some(0);
-        }
-    }
-    let mut next = 0u32;
-    let mut identity = true;
-    for (i, slot) in renumbered.iter_mut().enumerate() {
-        if let Some(n) = slot {
-            *n = next;
-            identity &= next as usize == i;
-            next += 1;
-        } else {
-            identity = false;
-        }
-    }
-    if identity {
-        return trees.into_iter().map(TreeWriter::into_bytes).collect();
-    }
-    trees
-        .into_iter()
-        .map(|tree| {
-            if tree.marks.is_empty() {
-                return tree.buf;
+    else {
+        return; // no memo marker at all: nothing to do
+    };
+    let referenced = trees
+        .iter()
+        .any(|t| t.marks.iter().any(|m| m.is_ref || m.kept));
+    // The new number of each slot, None where no reference uses it (all of them when nothing
+    // is referenced: the common case of objects merely held elsewhere).
+    let mut renumbered: Vec<Option<u32>> = Vec::new();
+    if referenced {
+        renumbered = vec![None; slots];
+        for mark in trees
+            .iter()
+            .flat_map(|t| &t.marks)
+            .filter(|m| m.is_ref || m.kept)
+        {
+            if let Some(slot) = renumbered.get_mut(mark.slot as usize) {
+                *slot = Some(0);
             }
-            let mut out = Vec::with_capacity(tree.buf.len());
-            let mut copied = 0;
-            for mark in &tree.marks {
-                out.extend_from_slice(&tree.buf[copied..mark.start]);
-                copied = mark.end;
-                // Slots beyond the scope's markers (none in a well-formed walk) keep their number.
-                let slot = renumbered.get(mark.slot as usize).copied().flatten();
-                match (mark.is_ref, slot) {
-                    (false, None) => {}
-                    (false, Some(_)) => out.push(Tag::Memo as u8),
-                    (true, slot) => {
-                        out.push(Tag::Ref as u8);
-                        put_uvarint(&mut out, slot.unwrap_or(mark.slot) as u64);
+        }
+        let mut next = 0u32;
+        let mut identity = true;
+        for (i, slot) in renumbered.iter_mut().enumerate() {
+            if let Some(n) = slot {
+                *n = next;
+                identity &= next as usize == i;
+                next += 1;
+            } else {
+                identity = false;
+            }
+        }
+        if identity {
+            return; // every marker is used, in order: the bytes are final
+        }
+    }
+    for tree in trees.iter_mut() {
+        let Some(first) = tree.marks.first() else {
+            continue;
+        };
+        let buf = &mut tree.buf;
+        let (mut write, mut read) = (first.start, first.start);
+        for mark in &tree.marks {
+            buf.copy_within(read..mark.start, write);
+            write += mark.start - read;
+            read = mark.end;
+            // Slots beyond the scope's markers (none in a well-formed walk) keep their number.
+            let slot = renumbered.get(mark.slot as usize).copied().flatten();
+            match (mark.is_ref, slot) {
+                (false, None) => {}
+                (false, Some(_)) => {
+                    buf[write] = Tag::Memo as u8;
+                    write += 1;
+                }
+                (true, slot) => {
+                    buf[write] = Tag::Ref as u8;
+                    write += 1;
+                    let mut v = slot.unwrap_or(mark.slot);
+                    while v >= 0x80 {
+                        buf[write] = (v as u8 & 0x7F) | 0x80;
+                        v >>= 7;
+                        write += 1;
                     }
+                    buf[write] = v as u8;
+                    write += 1;
                 }
             }
-            out.extend_from_slice(&tree.buf[copied..]);
-            out
-        })
-        .collect()
+        }
+        let end = buf.len();
+        buf.copy_within(read..end, write);
+        buf.truncate(write + (end - read));
+        tree.marks.clear();
+    }
 }
+

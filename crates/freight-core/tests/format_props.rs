@@ -229,7 +229,7 @@ fn huge_declared_counts_are_refused_before_allocating() {
 fn memo_references_must_point_backwards() {
     let mut w = TreeWriter::new();
     w.container(Tag::List, 2);
-    w.memo(0);
+    w.memo(0, false);
     w.container(Tag::List, 0);
     w.reference(0);
     assert!(walk_tree(w.as_bytes(), 0, 0).is_ok());
@@ -244,26 +244,26 @@ fn unused_memo_markers_are_dropped_and_slots_renumbered() {
     // [a, b, b] where a and b were both marked (both "may be shared"): only b is referenced.
     let mut w = TreeWriter::new();
     w.container(Tag::List, 3);
-    w.memo(0);
+    w.memo(0, false);
     w.container(Tag::List, 0);
-    w.memo(1);
+    w.memo(1, false);
     w.container(Tag::Dict, 0);
     w.reference(1);
     let out = freight_core::compact_memo(vec![w]).pop().unwrap();
     let mut want = TreeWriter::new();
     want.container(Tag::List, 3);
     want.container(Tag::List, 0);
-    want.memo(0);
+    want.memo(0, false);
     want.container(Tag::Dict, 0);
     want.reference(0);
     assert_eq!(out, want.into_bytes());
     // Across trees of one scope: a slot marked in the first, referenced from the second.
     let mut first = TreeWriter::new();
-    first.memo(0);
+    first.memo(0, false);
     first.container(Tag::List, 0);
     let mut second = TreeWriter::new();
     second.container(Tag::List, 2);
-    second.memo(1);
+    second.memo(1, false);
     second.container(Tag::List, 0);
     second.reference(0);
     let out = freight_core::compact_memo(vec![first.clone(), second]);
@@ -277,14 +277,23 @@ fn unused_memo_markers_are_dropped_and_slots_renumbered() {
     let mut w = TreeWriter::new();
     w.container(Tag::List, 1);
     let at = w.len();
-    w.memo(0);
+    w.memo(0, false);
     w.truncate(at);
-    w.memo(0);
+    w.memo(0, false);
     w.container(Tag::List, 0);
     let mut want = TreeWriter::new();
     want.container(Tag::List, 1);
     want.container(Tag::List, 0);
     assert_eq!(freight_core::compact_memo(vec![w]).pop().unwrap(), want.into_bytes());
+    // A kept marker stays without a reference, and the slots after it keep their numbers.
+    let mut w = TreeWriter::new();
+    w.memo(0, true);
+    w.container(Tag::List, 2);
+    w.memo(1, false);
+    w.container(Tag::List, 0);
+    w.reference(1);
+    let written = w.as_bytes().to_vec();
+    assert_eq!(w.finish(), written);
 }
 
 #[test]

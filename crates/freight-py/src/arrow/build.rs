@@ -158,7 +158,10 @@ pub fn array(plan: Plan, data_type: &DataType, limit: usize) -> Result<ArrayData
         .collect::<Result<Vec<_>, _>>()?;
     let builder = ArrayDataBuilder::new(data_type.clone())
         .len(plan.len)
-        .offset(plan.offset)
+        // An empty array needs no offset; one written over a buffer imported empty would make
+        // pyarrow's concatenation read past that buffer (an empty slice taken at the end of an
+        // array keeps its offset: payloads of earlier versions hold such arrays).
+        .offset(if plan.len == 0 { 0 } else { plan.offset })
         .null_bit_buffer(plan.validity)
         .buffers(plan.buffers)
         .child_data(children)

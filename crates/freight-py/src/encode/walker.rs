@@ -34,6 +34,9 @@ pub struct MemoState {
     keep_alive: Vec<Py<PyAny>>,
 }
 
+/// The memo slot of a payload's root that took none (see `Walker::memo_seen`).
+const NO_SLOT: u32 = u32::MAX;
+
 #[derive(Clone, Copy, Default)]
 struct MemoEntry {
     slot: u32,
@@ -125,9 +128,7 @@ impl<'a, 'py> Walker<'a, 'py> {
 
     /// The finished tree of a walk that is its own memo scope.
     pub fn into_tree(self) -> Vec<u8> {
-        freight_core::compact_memo(vec![self.w])
-            .pop()
-            .unwrap_or_default()
+        self.w.finish()
     }
 
     /// Memo bookkeeping for an object about to be written. Returns true when a reference was
@@ -144,11 +145,29 @@ impl<'a, 'py> Walker<'a, 'py> {
         }
         let key = ptr as usize;
         if let Some(entry) = self.memo.get(&key) {
-            if !entry.done {
+            if !entry.done || entry.slot == NO_SLOT {
                 return self.unsupported("a cycle through a tuple, frozenset or registered object");
             }
             self.w.reference(entry.slot);
             return Ok(true);
+        }
+        if self.depth == 0 && !self.in_metadata {
+            // The payload's root (walked as shared whatever the program holds). Nothing comes
+            // after it, so only its own descendants could refer to it: a list or dict keeps its
+            // marker (it may contain itself); anything else gets an entry that sends a cycle
+            // back to it to pickle, and no marker, no slot.
+            // SAFETY: reading the type of a live object.
+            let ty = unsafe { ffi::Py_TYPE(ptr) };
+            if ty != &raw mut ffi::PyList_Type && ty != &raw mut ffi::PyDict_Type {
+                self.memo.insert(
+                    key,
+                    MemoEntry {
+                        slot: NO_SLOT,
+                        done: false,
+                    },
+                );
+                return Ok(false);
+            }
         }
         self.memo.insert(
             key,
@@ -157,7 +176,9 @@ impl<'a, 'py> Walker<'a, 'py> {
                 done,
             },
         );
-        self.w.memo(self.next_slot);
+        // A walk's root is always marked (walked as shared), whatever the program state: its
+        // marker stays even when unused, which saves renumbering every reference after it.
+        self.w.memo(self.next_slot, self.depth == 0);
         self.next_slot += 1;
         Ok(false)
     }
