@@ -119,6 +119,8 @@ bench: build $(S3S_FS)  ## freight bench (every workload and peer, over sizes: r
 # the same campaign against an AddressSanitizer build of the extension (fuzz-asan).
 # RUSTC_BOOTSTRAP=1 lets the stable toolchain use the sanitizer flags cargo-fuzz passes.
 FUZZ_S ?= 180
+# Examples per fidelity property in `make fuzz` (`make test` runs 40).
+FIDELITY_EXAMPLES ?= 5000
 FUZZ_TARGETS := payload_open payload_split tree_walk decompress checksum signature sparse_indices string_offsets
 CARGO_FUZZ := .tools/bin/cargo-fuzz
 
@@ -134,6 +136,7 @@ fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, 
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 	PYTHONMALLOC=malloc MALLOC_CHECK_=3 $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S)
+	FREIGHT_FIDELITY_EXAMPLES=$(FIDELITY_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fidelity_properties.py
 	$(MAKE) --no-print-directory fuzz-asan
 
 # The AddressSanitizer build of the extension lives apart from the release one in the virtualenv:
