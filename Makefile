@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
-TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe,distributed]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler matplotlib "proxystore[redis]" ray
+TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe,distributed]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler matplotlib "proxystore[redis]" ray joblib scikit-learn
 
 .PHONY: help
 help:  ## Show this help

@@ -23,7 +23,8 @@ from typing import Any
 
 from freight.bench.harness import markdown_table
 
-ENGINES = {"dask": "distributed", "scaler": "scaler", "proxystore": "proxystore", "ray": "ray"}
+ENGINES = {"dask": "distributed", "scaler": "scaler", "proxystore": "proxystore", "ray": "ray",
+           "multiprocessing": "multiprocessing"}
 SERIALIZERS = ("default", "freight")
 TINY = ("tiny tasks", "tiny values")
 
