@@ -16,6 +16,7 @@ pub mod walker;
 use freight_core::envelope::{EnvelopeSpec, FrameLayout};
 use freight_core::ptrmap::PtrMap;
 use freight_core::{PickleData, TreeWriter};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
@@ -66,6 +67,13 @@ impl Encoded {
 /// Walks `obj` natively; when the walker meets something it cannot encode, the whole payload
 /// goes through one (cloud)pickler instead.
 pub fn encode(py: Python<'_>, dispatch: &DispatchRefs, obj: &Bound<'_, PyAny>) -> Result<Encoded> {
+    // SAFETY: reading the type of a live object.
+    if unsafe { ffi::Py_TYPE(obj.as_ptr()) } == &raw mut ffi::PyFunction_Type {
+        // A function (a task, a lambda, a closure) has no native encoding: the walk would only
+        // find that out (about 10% of a lambda's dumps), and a serializer registered for
+        // functions is found by the pickle bridge all the same.
+        return encode_pickled(py, dispatch, obj, PtrMap::default());
+    }
     let bound = dispatch.bind(py);
     let mut state = EncodeState::default();
     let native = {
