@@ -29,7 +29,10 @@ fn main() {
     cases.push(("random float64", floats.clone(), Some(8)));
     cases.push(("random float64 unshuffled", floats, None));
     let text: Vec<u8> = (0..N)
-        .map(|i| b"the quick brown fox jumps over the lazy dog "[(i * 7 + (xorshift(&mut s) % 3) as usize) % 44])
+        .map(|i| {
+            b"the quick brown fox jumps over the lazy dog "
+                [(i * 7 + (xorshift(&mut s) % 3) as usize) % 44]
+        })
         .collect();
     cases.push(("text-like", text, None));
     let random: Vec<u8> = (0..N).map(|_| xorshift(&mut s) as u8).collect();
@@ -48,6 +51,9 @@ fn main() {
             best = best.min(t.elapsed().as_secs_f64());
             ratio = out.len() as f64 / data.len() as f64;
         }
-        println!("{name:<28} {ratio:>7.3} {:>9.3}", best * 1e9 / data.len() as f64);
+        println!(
+            "{name:<28} {ratio:>7.3} {:>9.3}",
+            best * 1e9 / data.len() as f64
+        );
     }
 }

@@ -536,7 +536,11 @@ mod tests {
         let slow = decide(&floats, Some(8), AUTO_MIN, 1_000_000); // 1 MB/s
         assert_eq!(slow, Decision::Compress { shuffle: true });
         // Half noise, half zeros: the same decision every time (it was timed, and flipped).
-        let half: Vec<u8> = random[..1 << 19].iter().copied().chain([0u8; 1 << 19]).collect();
+        let half: Vec<u8> = random[..1 << 19]
+            .iter()
+            .copied()
+            .chain([0u8; 1 << 19])
+            .collect();
         let first = decide(&half, None, AUTO_MIN, GBPS);
         assert!((0..20).all(|_| decide(&half, None, AUTO_MIN, GBPS) == first));
     }

@@ -433,4 +433,3 @@ fn compact_in_place(trees: &mut [TreeWriter]) {
         tree.marks.clear();
     }
 }
-

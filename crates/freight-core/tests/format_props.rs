@@ -267,7 +267,11 @@ fn unused_memo_markers_are_dropped_and_slots_renumbered() {
     second.container(Tag::List, 0);
     second.reference(0);
     let out = freight_core::compact_memo(vec![first.clone(), second]);
-    assert_eq!(out[0], first.into_bytes(), "slot 0 is used: its marker stays");
+    assert_eq!(
+        out[0],
+        first.into_bytes(),
+        "slot 0 is used: its marker stays"
+    );
     let mut want = TreeWriter::new();
     want.container(Tag::List, 2);
     want.container(Tag::List, 0);
@@ -284,7 +288,10 @@ fn unused_memo_markers_are_dropped_and_slots_renumbered() {
     let mut want = TreeWriter::new();
     want.container(Tag::List, 1);
     want.container(Tag::List, 0);
-    assert_eq!(freight_core::compact_memo(vec![w]).pop().unwrap(), want.into_bytes());
+    assert_eq!(
+        freight_core::compact_memo(vec![w]).pop().unwrap(),
+        want.into_bytes()
+    );
     // A kept marker stays without a reference, and the slots after it keep their numbers.
     let mut w = TreeWriter::new();
     w.memo(0, true);

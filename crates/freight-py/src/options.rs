@@ -14,7 +14,9 @@ pub enum Compression {
     Fixed(Algorithm),
     /// Per frame, from samples: lz4 when the time it saves on a link of `transport_speed`
     /// bytes per second exceeds what it costs, nothing otherwise.
-    Auto { transport_speed: u64 },
+    Auto {
+        transport_speed: u64,
+    },
 }
 
 const ZSTD_DEFAULT_LEVEL: i32 = 3;

@@ -206,7 +206,9 @@ fn check_allowed_tags(payload: &Payload<Input>, allowed: &[String]) -> Result<()
 /// record numpy's) are told apart in Rust, without a Python call.
 fn check_versions(py: Python<'_>, payload: &Payload<Input>, strict: bool) -> Result<()> {
     let versions = &payload.header().versions;
-    let current = versions.iter().all(|(name, version)| is_current(py, name, version));
+    let current = versions
+        .iter()
+        .all(|(name, version)| is_current(py, name, version));
     // _versions keeps the last checked payload's versions for error messages: once a payload
     // from other versions was checked, the next one is checked too (which replaces them).
     thread_local!(static OTHER_VERSIONS_SEEN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });

@@ -50,20 +50,17 @@ pub fn apply(policy: Compression, frames: &[&[u8]], itemsizes: &[u32]) -> Vec<St
                     let shuffle = itemsize.filter(|&size| compress::shuffle_helps(raw, size));
                     compressed(algo, raw, shuffle)
                 }
-                Compression::Auto { transport_speed } => match compress::decide(
-                    raw,
-                    itemsize,
-                    compress::AUTO_MIN,
-                    transport_speed,
-                ) {
-                    Decision::Raw => Stored {
-                        data: None,
-                        layout: FrameLayout::raw(raw.len() as u64),
-                    },
-                    Decision::Compress { shuffle } => {
-                        compressed(Algorithm::Lz4, raw, if shuffle { itemsize } else { None })
+                Compression::Auto { transport_speed } => {
+                    match compress::decide(raw, itemsize, compress::AUTO_MIN, transport_speed) {
+                        Decision::Raw => Stored {
+                            data: None,
+                            layout: FrameLayout::raw(raw.len() as u64),
+                        },
+                        Decision::Compress { shuffle } => {
+                            compressed(Algorithm::Lz4, raw, if shuffle { itemsize } else { None })
+                        }
                     }
-                },
+                }
             }
         })
         .collect()
