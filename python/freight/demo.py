@@ -278,7 +278,7 @@ def main(store: str | None = None) -> int:
         # pickle-5 where it can serialize the object, else cloudpickle (closures).
         peer = "pickle-5" if dump_t.get("pickle-5") else "cloudpickle"
 
-        def ratio(d: dict[str, float | None], peer: str = peer) -> str:
+        def ratio(d: dict[str, float | None], peer: str = peer, name: str = name) -> str:
             f, p = d.get("freight"), d.get(peer)
             if not (f and p):
                 return "n/a"

@@ -40,8 +40,9 @@ def make(n):
 
 @pytest.fixture(scope="module")
 def installed():
-    import freight.integrations.joblib as fj
     from joblib.externals.loky import get_reusable_executor
+
+    import freight.integrations.joblib as fj
 
     get_reusable_executor().shutdown(wait=True)  # workers started before install keep pickle's way
     fj.install()
@@ -57,12 +58,13 @@ def test_dataframes_cross_through_shared_memory(installed):
         assert where.startswith(f"{shm.DIRECTORY}/{shm.PREFIX}"), where
         assert df.equals(back) and (df.dtypes == back.dtypes).all()
         # results come back through a segment as well
-        assert mapping_of(back["f"].to_numpy().__array_interface__["data"][0]).startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
+        address = back["f"].to_numpy().__array_interface__["data"][0]
+        assert mapping_of(address).startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
 
 
 def test_numpy_arguments_keep_joblibs_memmapping(installed):
     a = np.ones(4 * BIG // 8)
-    (where, total), = joblib.Parallel(n_jobs=2, backend="loky", max_nbytes="1M")(
+    ((where, total),) = joblib.Parallel(n_jobs=2, backend="loky", max_nbytes="1M")(
         joblib.delayed(where_array)(x) for x in [a]
     )
     assert total == a.sum()

@@ -268,7 +268,8 @@ def test_kill_9_worker_holding_values_leaks_nothing():
 def test_kill_9_sender_with_unread_message_leaks_nothing(tmp_path):
     """A program killed with messages never received: its resource tracker unlinks them."""
     script = tmp_path / "prog.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import multiprocessing as mp, sys, time
         import numpy as np
         import freight.integrations.multiprocessing as fmp
@@ -279,7 +280,8 @@ def test_kill_9_sender_with_unread_message_leaks_nothing(tmp_path):
             time.sleep(0.5)                   # the feeder thread has written the message
             print("ready", flush=True)
             time.sleep(600)
-    """))
+    """)
+    )
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"

@@ -226,9 +226,7 @@ def _restricted_loads(data: Any, /, **kwargs: Any) -> Any:
 # -- install ------------------------------------------------------------------------------------------
 
 
-def install(
-    *, threshold: int | None = None, allow_pickle: bool = True, trusted: Iterable[str] = ()
-) -> None:
+def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted: Iterable[str] = ()) -> None:
     """Routes what multiprocessing pickles through freight in this process and, from now on, in
     every process it starts (spawn and forkserver through the process object, fork by inheritance).
 
@@ -250,9 +248,7 @@ def install(
     from multiprocessing.reduction import ForkingPickler
 
     with _LOCK:
-        _handoff.set_options(
-            threshold=threshold or shm.THRESHOLD, allow_pickle=bool(allow_pickle), trusted=trusted
-        )
+        _handoff.set_options(threshold=threshold or shm.THRESHOLD, allow_pickle=bool(allow_pickle), trusted=trusted)
         if not _STATE["installed"]:
             current = ForkingPickler.__dict__.get("reducer_override")
             _STATE["previous_override"] = None if current is None else current.__get__(None, ForkingPickler)

@@ -35,8 +35,11 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
     ctx = mp.get_context("forkserver")
     rows: list[dict[str, Any]] = []
     with ctx.Pool(2) as pool:
-        rows += tasks.measure_workloads("multiprocessing", serializer, quick,
-                                        lambda w, v: _batch(lambda f, xs: pool.map(f, xs, chunksize=1), w, v))  # fmt: skip
+
+        def run(w: Any, v: Any) -> Any:
+            return _batch(lambda f, xs: pool.map(f, xs, chunksize=1), w, v)
+
+        rows += tasks.measure_workloads("multiprocessing", serializer, quick, run)
         if not quick:
             a = tasks.array(0, 1 << 30)
             pool.apply(tasks.echo, (a[:10],))
