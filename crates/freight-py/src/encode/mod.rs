@@ -185,12 +185,21 @@ fn library_versions(
         if versions.iter().any(|(name, _)| name == top) {
             continue;
         }
+        // A library's version cannot change once it is imported: looked up once (a numpy
+        // array's dumps spent a tenth of its time asking numpy for its version).
+        thread_local!(static FOUND: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) });
+        if let Some(known) = FOUND.with(|f| f.borrow().iter().find(|(n, _)| n == top).cloned()) {
+            versions.push(known);
+            continue;
+        }
         let Ok(module) = modules.get_item(top) else {
             continue;
         };
         if let Ok(version) = module.getattr(pyo3::intern!(py, "__version__")) {
             if let Ok(version) = version.extract::<String>() {
-                versions.push((top.to_owned(), version));
+                let entry = (top.to_owned(), version);
+                FOUND.with(|f| f.borrow_mut().push(entry.clone()));
+                versions.push(entry);
             }
         }
     }
