@@ -309,7 +309,13 @@ class PickleSource:
 # --------------------------------------------------------------------------------------------
 
 # Built with the `testing` cargo feature only (make build turns it on).
-def _envelope(tree: bytes, frames: list[Buffer] = ..., tags: list[str] = ..., needs_pickle: bool = False) -> bytes:
+def _envelope(
+    tree: bytes,
+    frames: list[Buffer] = ...,
+    tags: list[str] = ...,
+    needs_pickle: bool = False,
+    versions: list[tuple[str, str]] = ...,
+) -> bytes:
     """Wraps a raw node tree and frames in a valid envelope (for tests and fuzzers)."""
 
 def inspect(data: _Payload, key: _Key = None) -> PayloadInfo:

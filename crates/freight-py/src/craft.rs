@@ -9,13 +9,14 @@ use pyo3::types::PyBytes;
 use crate::buffer::RawBuffer;
 
 #[pyfunction]
-#[pyo3(signature = (tree, frames=Vec::new(), tags=Vec::new(), needs_pickle=false))]
+#[pyo3(signature = (tree, frames=Vec::new(), tags=Vec::new(), needs_pickle=false, versions=Vec::new()))]
 pub fn _envelope<'py>(
     py: Python<'py>,
     tree: &[u8],
     frames: Vec<Bound<'py, PyAny>>,
     tags: Vec<String>,
     needs_pickle: bool,
+    versions: Vec<(String, String)>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let buffers = frames
         .iter()
@@ -25,7 +26,10 @@ pub fn _envelope<'py>(
     let spec = EnvelopeSpec {
         needs_pickle,
         tags: tags.iter().map(String::as_str).collect(),
-        versions: Vec::new(),
+        versions: versions
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect(),
         frames: slices
             .iter()
             .map(|f| freight_core::FrameLayout::raw(f.len() as u64))
