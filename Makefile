@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
-TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe,distributed]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler matplotlib "proxystore[redis]" ray joblib scikit-learn
+TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe,distributed]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler matplotlib "proxystore[redis]" ray joblib scikit-learn "celery[redis]" parsl mpi4py
 
 .PHONY: help
 help:  ## Show this help
@@ -16,7 +16,7 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(STAMP): $(PY) Makefile
+$(STAMP): $(PY) Makefile | openmpi
 	$(PIP) install -q $(TEST_DEPS)
 	touch $(STAMP)
 
@@ -72,6 +72,15 @@ redis:  ## Install redis-server (Debian package) for the ProxyStore tests, when 
 		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends redis-server; }
 
+# Open MPI (the Debian packages) for the mpi4py tests, which run programs under mpiexec; mpi4py's
+# build needs mpicc, so `make install` must come after it. Installed when missing (as root, else
+# through sudo).
+.PHONY: openmpi
+openmpi:  ## Install Open MPI (Debian packages openmpi-bin, libopenmpi-dev) for the mpi4py tests, when missing
+	@command -v mpiexec >/dev/null && command -v mpicc >/dev/null || { \
+		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev; }
+
 # The old-versions environment for tests/unit/test_versions_crossing.py: numpy 1, pandas 2.2,
 # pyarrow 17 and polars 1 (what freight promises to exchange payloads with, both ways; see
 # docs/ARCHITECTURE.md, "Version crossings"). It runs freight's Python package from python/ with
@@ -91,7 +100,7 @@ old-versions: $(OLD_STAMP)  ## Create .venv-old (numpy 1.26, pandas 2.2, pyarrow
 
 .PHONY: test-python
 test-python: $(OLD_STAMP)
-test-python: build $(S3S_FS) redis  ## pytest (unit, golden payloads, Scaler, Dask, ProxyStore, Ray end to end)
+test-python: build $(S3S_FS) redis openmpi  ## pytest (unit, golden payloads, Scaler, Dask, ProxyStore, Ray, Celery, Parsl, mpi4py end to end)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: test

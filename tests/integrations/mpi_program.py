@@ -1,0 +1,82 @@
+"""Run by tests/integrations/test_mpi4py.py under ``mpiexec -n 2``: both ranks install freight,
+exchange numpy arrays, DataFrames and closures with the lowercase methods (in band, then through
+``wrap``'s out-of-band frames), and rank 0 prints what it checked as one JSON line."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+from mpi4py import MPI
+
+import freight
+import freight.integrations.mpi4py as fm
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+mode = sys.argv[1] if len(sys.argv) > 1 else "plain"
+report: dict = {"size": comm.Get_size()}
+
+if mode == "refuse":
+    # rank 1 sends a payload that needs pickle; rank 0 refuses it (allow_pickle=False)
+    fm.install(allow_pickle=rank != 0)
+    if rank == 1:
+        comm.send({"f": len}, dest=0)
+        comm.send(object(), dest=0)
+    else:
+        try:
+            comm.recv(source=1)
+            report["refused"] = None
+        except freight.FreightError:
+            pass
+        try:
+            comm.recv(source=1)
+            report["refused"] = None
+        except freight.UnsafePayloadError as e:
+            report["refused"] = type(e).__name__
+    if rank == 0:
+        print(json.dumps(report), flush=True)
+    sys.exit(0)
+
+fm.install()
+arr = np.arange(1_000_000, dtype=np.float64).reshape(1000, 1000)
+df = pd.DataFrame({"i": np.arange(10_000), "s": [f"r{i % 13}" for i in range(10_000)]})
+weights = np.arange(4.0)
+
+
+def dot(x):  # a closure carrying an array
+    return float(weights @ x)
+
+
+for name, c in (("inband", comm), ("oob", fm.wrap(comm))):
+    # point to point
+    if rank == 1:
+        c.send((arr, df, dot), dest=0, tag=7)
+    else:
+        a, d, f = c.recv(source=1, tag=7)
+        report[f"{name}_send"] = bool(np.array_equal(a, arr) and d.equals(df) and f(np.ones(4)) == 6.0)
+        report[f"{name}_writeable"] = bool(a.flags.writeable)
+    # collectives
+    got = c.bcast(df if rank == 0 else None, root=0)
+    part = c.scatter([arr[:500], arr[500:]] if rank == 0 else None, root=0)
+    parts = c.gather(part * 2, root=0)
+    if rank == 0:
+        report[f"{name}_bcast"] = bool(got.equals(df))
+        report[f"{name}_scatter_gather"] = bool(np.array_equal(np.concatenate(parts), arr * 2))
+    sums = c.allgather(float(part.sum()))
+    report[f"{name}_allgather"] = bool(abs(sum(sums) - float(arr.sum())) < 1e-3)
+
+# what the in-band path puts on the wire is a freight payload
+if rank == 1:
+    comm.send(arr.ravel()[:3], dest=0, tag=9)
+else:
+    status = MPI.Status()
+    comm.Probe(source=1, tag=9, status=status)
+    raw = bytearray(status.Get_count(MPI.BYTE))
+    comm.Recv([raw, MPI.BYTE], source=1, tag=9)
+    report["wire_is_freight"] = freight.loads(bytes(raw)).tolist() == [0.0, 1.0, 2.0]
+
+if rank == 0:
+    print(json.dumps(report), flush=True)

@@ -1,0 +1,198 @@
+"""freight.integrations.celery: real worker processes (``celery -A celery_app worker --pool=solo``)
+on a real redis-server (broker and result backend), started once for the module: one worker with
+freight and a key, one without freight. numpy, pandas and polars values as arguments and results,
+refusals (pickle gadget, other key, no signature) and what a client sees from a worker without
+freight."""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+
+import freight
+
+pytest.importorskip("celery")
+
+pytestmark = pytest.mark.timeout(120)
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+KEY = b"celery-test-key-0123456789abcdef"
+SIGNED, PLAIN = "freight-signed", "freight-plain"  # the two workers' queues
+
+
+class Gadget:
+    """What an attacker sends: unpickling it runs a command. Must never run on the worker."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+@pytest.fixture(scope="module")
+def celery(redis_server, tmp_path_factory):
+    """(app module, tasks folder): the client side in this process, two workers in others."""
+    host, port = redis_server
+    broker = f"redis://{host}:{port}/0"
+    logs = tmp_path_factory.mktemp("celery")
+    env = {**os.environ, "FREIGHT_CELERY_BROKER": broker, "PYTHONPATH": os.pathsep.join(
+        p for p in (_HERE, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
+    env.pop("FREIGHT_CELERY_KEY", None)
+    env.pop("FREIGHT_CELERY_WITHOUT_FREIGHT", None)
+    workers = []
+    for queue, extra in (
+        (SIGNED, {"FREIGHT_CELERY_KEY": KEY.decode()}),
+        (PLAIN, {"FREIGHT_CELERY_WITHOUT_FREIGHT": "1"}),
+    ):
+        log = open(logs / f"{queue}.log", "w")  # noqa: SIM115 - closed with the worker
+        cmd = [sys.executable, "-m", "celery", "-A", "celery_app", "worker", "--pool=solo", "-Q", queue,
+               "-n", f"{queue}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+               "-l", "warning"]  # fmt: skip
+        workers.append(
+            (subprocess.Popen(cmd, cwd=_HERE, env={**env, **extra}, stdout=log, stderr=subprocess.STDOUT), log)
+        )
+
+    saved = {k: os.environ.get(k) for k in ("FREIGHT_CELERY_BROKER", "FREIGHT_CELERY_KEY")}
+    os.environ.update(FREIGHT_CELERY_BROKER=broker, FREIGHT_CELERY_KEY=KEY.decode())
+    sys.path.insert(0, _HERE)
+    sys.modules.pop("celery_app", None)
+    app_module = importlib.import_module("celery_app")
+    import freight.integrations.celery as fc
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # both workers answer remote control once they consume
+            missing, ready = fc._survey(app_module.app, 1.0)
+            if len(missing) + len(ready) == 2:
+                break
+            dead = [p for p, _ in workers if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                text = "\n".join((logs / f"{q}.log").read_text()[-3000:] for q in (SIGNED, PLAIN))
+                pytest.fail(f"the Celery workers did not start: {text}")
+        yield app_module, tmp_path_factory.mktemp("celery-marks")
+    finally:
+        for proc, _ in workers:
+            proc.terminate()
+        for proc, log in workers:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.close()
+        sys.path.remove(_HERE)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture
+def client_key(celery):
+    """Installs freight in this (client) process with another key or none, and restores the right one."""
+    import freight.integrations.celery as fc
+
+    app = celery[0].app
+    yield lambda **options: fc.install(app, **options)
+    fc.install(app, key=KEY)
+
+
+def test_install_sets_the_app(celery):
+    import freight.integrations.celery as fc
+
+    conf = celery[0].app.conf
+    assert conf.task_serializer == conf.result_serializer == "freight"
+    assert list(conf.accept_content) == list(conf.result_accept_content) == ["application/x-freight"]
+    assert fc.installed() == {"allow_pickle": False, "signed": True}
+
+
+def test_numpy_pandas_polars_arguments_and_results(celery):
+    tasks = celery[0]
+    arr = np.arange(1_000_000, dtype=np.float64).reshape(1000, 1000)
+    df = pd.DataFrame({"i": np.arange(10_000), "f": np.linspace(0, 1, 10_000), "s": [f"r{i}" for i in range(10_000)]})
+    pf = pl.DataFrame({"a": np.arange(5000), "b": [f"x{i}" for i in range(5000)]})
+    results = [tasks.echo.apply_async((v,), queue=SIGNED) for v in (arr, df, pf)]
+    back = [r.get(timeout=30) for r in results]
+    np.testing.assert_array_equal(back[0], arr)
+    pd.testing.assert_frame_equal(back[1], df)
+    assert back[2].equals(pf)
+    seen = tasks.describe.apply_async((arr,), queue=SIGNED).get(timeout=30)
+    assert seen == {"type": "numpy.ndarray", "shape": [1000, 1000], "dtype": "float64", "total": float(arr.sum())}
+    # keyword arguments and nested containers travel the same way
+    when = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    out = tasks.echo.apply_async(kwargs={"value": {"frame": df.head(3), "when": when}}, queue=SIGNED)
+    got = out.get(timeout=30)
+    pd.testing.assert_frame_equal(got["frame"], df.head(3))
+    assert got["when"] == when
+
+
+def test_gadget_refused_by_the_worker(celery, tmp_path):
+    import freight.integrations.celery as fc
+
+    tasks, _ = celery
+    mark = tmp_path / "pwned"
+    result = tasks.echo.apply_async((Gadget(mark),), queue=SIGNED)  # signed: only pickle is the problem
+    with pytest.raises(fc.UnsafeMessageError, match="allow_pickle=False") as info:
+        result.get(timeout=30)
+    assert isinstance(info.value, freight.UnsafePayloadError) and isinstance(info.value, freight.FreightError)
+    assert not mark.exists()
+    # the worker still serves
+    assert tasks.echo.apply_async((5,), queue=SIGNED).get(timeout=30) == 5
+
+
+@pytest.mark.parametrize("key", [b"another-key-0123456789abcdef", None], ids=["other key", "unsigned"])
+def test_message_without_the_key_refused(celery, client_key, tmp_path, key):
+    import freight.integrations.celery as fc
+
+    tasks, _ = celery
+    mark = tmp_path / "ran"
+    client_key(key=key)
+    result = tasks.touch.apply_async((str(mark),), queue=SIGNED)
+    # The worker refuses the task and stores the refusal signed with its key, which this client
+    # cannot verify either: it sees the signature error, whichever side raised it.
+    with pytest.raises(fc.SignatureMismatchError) as info:
+        result.get(timeout=30)
+    assert isinstance(info.value, freight.IntegrityError)
+    assert "same key" in str(info.value)
+    assert not mark.exists()
+
+
+def test_worker_without_freight(celery, tmp_path):
+    import freight.integrations.celery as fc
+
+    tasks, _ = celery
+    mark = tmp_path / "ran"
+    result = tasks.touch.apply_async((str(mark),), queue=PLAIN)
+    with pytest.raises(fc.WorkerNotInstalledError, match=r"freight-plain@.*install\(app") as info:
+        result.get(timeout=2)
+    assert isinstance(info.value, freight.FreightError)
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    assert isinstance(info.value, CeleryTimeout)  # code that waits with a timeout keeps working
+    assert not mark.exists()
+    with pytest.raises(fc.WorkerNotInstalledError, match="freight-plain@"):
+        fc.check_workers(tasks.app)
+
+
+def test_install_refuses_unknown_options():
+    import freight.integrations.celery as fc
+
+    with pytest.raises(freight.OptionError, match="allow_pickle"):
+        fc.install(object(), alow_pickle=True)
+
+
+def test_importing_freight_imports_no_engine():
+    code = "import sys, freight; print(sorted(m for m in ('celery', 'kombu', 'parsl', 'mpi4py') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
