@@ -30,6 +30,9 @@ from freight.exceptions import (
     KeyExistsError,
     KeyNotFoundError,
     MissingDependencyError,
+    OptionError,
+    PathError,
+    PathNotFoundError,
     ProducerVersionError,
     SerializationError,
     StorageError,
@@ -65,4 +68,7 @@ __all__ = [
     "StorageError",
     "KeyNotFoundError",
     "KeyExistsError",
+    "PathError",
+    "PathNotFoundError",
+    "OptionError",
 ]

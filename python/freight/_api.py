@@ -3,11 +3,15 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 
 from __future__ import annotations
 
+import datetime
 import os
+import sys
+import warnings
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any
 
 from freight import _freight
+from freight.exceptions import OptionError, checks_options
 from freight.registry import GLOBAL, Entry, Registry
 from freight.storage import files
 
@@ -17,6 +21,26 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
     from freight._freight import PayloadInfo
+
+
+def _codec_options(method: str) -> list[str]:
+    """The keyword options of ``Codec.<method>``, from the signature the extension declares."""
+    signature = getattr(_freight.Codec, method).__text_signature__ or "()"
+    names = (part.split("=")[0].strip() for part in signature.strip("()").split(","))
+    return [n for n in names if n and n not in ("$self", "/", "*", "obj", "data", "frames")]
+
+
+def codec_option_error(exc: TypeError, public: str, method: str, extra: Iterable[str] = ()) -> OptionError | None:
+    """The :class:`OptionError` for a TypeError the codec raised about an unexpected keyword
+    argument (its text names the internal ``Codec.<method>``), or None for any other TypeError.
+    ``extra``: the options the caller (``public``) takes itself."""
+    message = str(exc)
+    marker = "() got an unexpected keyword argument '"
+    if not message.startswith(f"Codec.{method}{marker}"):
+        return None
+    name = message[len(f"Codec.{method}{marker}") : -1]
+    return OptionError.unexpected(public, name, [*_codec_options(method), *extra])
+
 
 __all__ = [
     "Freight",
@@ -65,6 +89,7 @@ class Freight:
         registry: the registry to use; a new layer over the global registry by default.
     """
 
+    @checks_options("freight.Freight")
     def __init__(
         self,
         *,
@@ -127,17 +152,55 @@ class Freight:
 
     def dump(self, obj: Any, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> None:
         """Writes ``dumps(obj)`` to a path (atomically: temp file, then rename) or a binary file,
-        with frame checksums unless ``checksum=False`` is passed (payloads at rest are checked)."""
-        options.setdefault("checksum", True)
-        files.write_payload(self.dumps(obj, **options), file)
+        with frame checksums unless ``checksum=False`` is passed (payloads at rest are checked).
 
-    def load(self, file: str | os.PathLike[str] | IO[bytes], **options: Any) -> Any:
+        Raises:
+            PathError: the file cannot be written (PathNotFoundError: its folder is missing).
+        """
+        options.setdefault("checksum", True)
+        try:
+            data = self.dumps(obj, **options)
+        except TypeError as exc:
+            error = codec_option_error(exc, "freight.dump" if self is _DEFAULT else "Freight.dump", "dumps")
+            if error is None:
+                raise
+            raise error from None
+        files.write_payload(data, file)
+
+    def load(self, file: str | os.PathLike[str] | IO[bytes], *, mmap: bool = False, **options: Any) -> Any:
         """Reads a payload from a path or a binary file and decodes it.
 
-        A path of 1 MiB or more is memory-mapped rather than read: read-only arrays (and, with
-        ``zero_copy=True``, all arrays) are then views of the mapped file, and writable arrays are
-        copied out of it once."""
-        return self.loads(files.read_payload(file), **options)
+        Args:
+            mmap: map the file rather than read it, whatever its size, and decode with
+                ``zero_copy=True`` unless told otherwise: arrays come back as read-only views of
+                the mapping (constant time), which lives as long as they do; as
+                ``Store.load(key, mmap=True)`` does. Compressed frames cannot be viewed: they are
+                decompressed into new memory, with a :class:`FreightWarning`.
+            **options: for :meth:`loads` (``allow_pickle``, ``zero_copy``, ``verify``, ``key``, ...).
+
+        Without ``mmap``, a path of 1 MiB or more is mapped too, but arrays are copied out of the
+        mapping unless ``zero_copy=True``.
+
+        Raises:
+            PathNotFoundError: there is no file at the path (also a ``FileNotFoundError``).
+            PathError: it cannot be read.
+            DeserializationError: it is not a valid payload (or a subclass).
+        """
+        data = files.read_payload(file, mmap=mmap)
+        if mmap:
+            options.setdefault("zero_copy", True)
+            compressed = files.compressed_frames(data)
+            if compressed:
+                fix = 'write it with dump(obj, path, compression="none")'
+                warnings.warn(files.mapped_compressed_warning(str(file), compressed, fix), stacklevel=2)
+        try:
+            return self.loads(data, **options)
+        except TypeError as exc:
+            public = "freight.load" if self is _DEFAULT else "Freight.load"
+            error = codec_option_error(exc, public, "loads", extra=["mmap"])
+            if error is None:
+                raise
+            raise error from None
 
     def __reduce__(self) -> str | tuple[Any, ...]:
         """Pickles as its options and its registry: a call that builds an equivalent instance.
@@ -170,6 +233,7 @@ dump = _DEFAULT.dump
 load = _DEFAULT.load
 
 
+@checks_options("freight.register")
 def register(
     serializer: Any,
     *,
@@ -194,11 +258,13 @@ def register(
     return GLOBAL.register(serializer, tag=tag, types=types, safe=safe, replace=replace)
 
 
+@checks_options("freight.unregister")
 def unregister(tag: str) -> None:
     """Removes the globally registered serializer with this tag (UnknownTagError if none)."""
     GLOBAL.unregister(tag)
 
 
+@checks_options("freight.inspect")
 def inspect(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = None) -> PayloadInfo:
     """Describes a payload without decoding it: format version, header flags, tags, producer
     versions, frames (codec, sizes, ratio, shuffle, checksums and whether they match), whether
@@ -213,6 +279,7 @@ def inspect(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = N
     return _freight.inspect(data, key)
 
 
+@checks_options("freight.verify")
 def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = None) -> None:
     """Checks a payload without decoding it (so without running anything it holds): the header,
     the frame table, every frame checksum, the node tree's structure and, given ``key``, the
@@ -229,3 +296,17 @@ def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = No
     """
     _freight.verify(data, key)
 
+
+def _warm_up() -> None:
+    """Does at import what the first calls would otherwise do (issue 23: the first calls looked
+    slow), where it is cheap: the walker's table of stdlib types (its lookup of
+    ``zoneinfo.ZoneInfo`` imports zoneinfo, about 2 ms: most of a first ``dumps``), the probe of
+    this thread's stack limits that nested values need (glibc reads /proc/self/maps: 0.2-0.3 ms
+    with numpy loaded), and freight's numpy module when numpy is already imported (its first
+    array, 0.35 ms). Other threads probe their own stack on their first nested value."""
+    _DEFAULT.loads(_DEFAULT.dumps([[datetime.date(2000, 1, 1)]]))
+    if "numpy" in sys.modules:
+        import freight.serializers.numpy  # noqa: F401
+
+
+_warm_up()

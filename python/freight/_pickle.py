@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import io
 import pickle
+import sys
 import threading
+from collections import ChainMap
 from typing import Any
 
 from freight.exceptions import DeserializationError, SerializationError
@@ -39,6 +41,25 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
 
 
+def _refuse_file(obj: Any) -> Any:
+    """Open files are refused, as pickle refuses them (cloudpickle would send a text file's
+    contents as an ``io.StringIO``, which the other side would take for the file): a file handle
+    does not mean the same thing in another process. ``sys.stdout`` and ``sys.stderr`` stay
+    references to the other side's own, as cloudpickle sends them."""
+    if obj is sys.stdout:
+        return getattr, (sys, "stdout")
+    if obj is sys.stderr:
+        return getattr, (sys, "stderr")
+    name = getattr(obj, "name", None)
+    raise SerializationError(
+        f"cannot serialize an open file ({type(obj).__name__} {name!r}): a file handle does not mean the same "
+        "thing in another process; send its path, or its contents (f.read())"
+    )
+
+
+# Every kind of open file of the io module (what open() returns, in any mode).
+_FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.FileIO)
+
 _CloudPickler: Any = None
 
 
@@ -53,6 +74,9 @@ def _cloud_pickler_class() -> Any:
         class CloudPickler(cloudpickle.Pickler):
             """cloudpickle, asking freight's sink first: the hook is a native callable that tries
             the sink, then cloudpickle's own reducer_override (looked up on the instance at init)."""
+
+            # Read by the C pickler when it is initialised; consulted after reducer_override.
+            dispatch_table = ChainMap(dict.fromkeys(_FILE_TYPES, _refuse_file), cloudpickle.Pickler.dispatch_table)
 
             def __init__(self, file: io.BytesIO, sink: Any):
                 self.reducer_override = sink.chain(_cloud_reduce.__get__(self))
@@ -92,8 +116,10 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
         sink.begin(True)  # forget what the failed attempt encoded
     file = io.BytesIO()
     pickler = _pickler(True, file, sink)
+    done = False
     try:
         pickler.dump(obj)
+        done = True
     except RecursionError as exc:
         raise SerializationError(
             f"{type(obj).__name__} nests too deeply for pickle ({exc}); flatten it or raise sys.setrecursionlimit"
@@ -113,7 +139,34 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
         raise
     finally:
         pickler.reducer_override.close()  # the hook refers back to the pickler: break the cycle
+        if not done and sys.exc_info()[1] is not None:
+            _release(sys.exc_info()[1])
+        # On an error, this frame lives on in the traceback: let go of the Rust objects now.
+        del pickler, sink
     return file.getvalue(), True
+
+
+def _release(error: BaseException) -> None:
+    """Clears the frames of pickle's and cloudpickle's own methods in ``error``'s tracebacks (and
+    its causes'): their ``self`` is the pickler. Otherwise a caller that keeps the error (in a
+    cycle, as ``except ... as e`` with its traceback does) keeps the pickler and its hook, a Rust
+    object that must be dropped on the thread that made it, until the garbage collector frees
+    them on whatever thread it runs: an open file refused above raised "ChainedReduce is
+    unsendable, but is being dropped on another thread" on zarr's event-loop thread. The
+    frames of the user's own code (a ``__reduce__`` that raised) keep their locals."""
+    import cloudpickle
+
+    picklers = {pickle.__file__, cloudpickle.cloudpickle.__file__}
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename in picklers:
+                tb.tb_frame.clear()
+            tb = tb.tb_next
+        current = current.__cause__ or current.__context__
 
 
 def dump_island(obj: Any) -> tuple[bytes, bool]:

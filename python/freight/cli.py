@@ -4,13 +4,17 @@ Subcommands::
 
     freight demo [--store DIR]   run a mixed workload through a local folder store and compare
                                  it with pickle and cloudpickle
-    freight inspect FILE         describe a payload without decoding it
-    freight verify FILE          check the header, every frame checksum and the node tree
+    freight inspect FILE | URL KEY
+                                 describe a payload (a file, or a stored value) without
+                                 decoding it
+    freight verify FILE | URL KEY
+                                 check the header, every frame checksum and the node tree
                                  (and, with --key-file, the signature) without decoding
     freight bench [--quick] [--only LIST] [--out DIR] [--compare OLD NEW] ...
                                  freight against every peer over sizes: results.json,
                                  report.md and plots (see freight.bench)
-    freight ls URL [PREFIX] [-l] the values of a store (a folder or s3://BUCKET/PREFIX)
+    freight ls URL [PREFIX] [-l] [-a]
+                                 the values of a store (a folder or s3://BUCKET/PREFIX)
     freight cat URL KEY          what `inspect` prints, for a stored value
     freight rm URL KEY... | --prefix P
                                  delete values
@@ -18,7 +22,10 @@ Subcommands::
                                  copy values between stores, byte for byte
 
 The store subcommands are in :mod:`freight.storage.cli`; S3 settings come from the AWS
-environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).
+environment variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...). A store's key is given as it
+was saved (``inspect ./results run-3/_t.<locals>.s_0``): a local store percent-encodes some of
+its characters in file names (``_t.%3Clocals%3E.s_0``). ``--key-file`` names a file that holds
+the signing key's bytes as they are (one trailing newline is ignored).
 
 Exit status: 0 on success, 1 when a file is not a valid freight payload or fails verification,
 or a store operation fails (a freight.FreightError, printed on one line), 2 on a usage error.
@@ -63,22 +70,42 @@ def _read_key(path: str | None) -> bytes | None:
     return key
 
 
+_MAGIC = b"\x89FRT"
+
+
 def _read_payload(path: str) -> Any:
     """The file's bytes (memory-mapped when large, as freight.load does)."""
     from freight.storage import files
 
     try:
         data = files.read_payload(path)
-    except OSError as exc:
+    except OSError as exc:  # freight.PathError: its text says what to check
         raise _CliError(f"{path}: {exc.strerror or exc}") from exc
     if len(data) == 0:
         raise _CliError(f"{path}: empty file, not a freight payload")
     return data
 
 
+def not_a_payload(data: Any) -> str | None:
+    """Why ``data`` is not a freight payload at all, in one sentence (its first bytes, as bytes
+    and hex), or None when it starts as one."""
+    head = bytes(memoryview(data).cast("B")[:4])
+    if head == _MAGIC:
+        return None
+    if _MAGIC.startswith(head):
+        return f"not a freight payload: it is only {len(head)} byte{'s' if len(head) != 1 else ''} long"
+    return (
+        f"not a freight payload: it starts with {head!r} (hex {head.hex(' ')}), where every freight "
+        f"payload starts with the magic bytes {_MAGIC!r} (hex {_MAGIC.hex(' ')})"
+    )
+
+
 def _inspect(path: str, data: Any, key: bytes | None = None) -> PayloadInfo:
     import freight
 
+    reason = not_a_payload(data)
+    if reason is not None:
+        raise _CliError(f"{path}: {reason}")
     try:
         return freight.inspect(data, key=key)
     except freight.FreightError as exc:
@@ -214,6 +241,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
+    if args.key is not None:  # URL KEY: what `cat` prints
+        from freight.storage.cli import _cmd_cat
+
+        args.url = args.file
+        return _cmd_cat(args)
     key = _read_key(args.key_file)
     info = _inspect(args.file, _read_payload(args.file), key)
     print(format_inspect(info, args.file))
@@ -224,11 +256,20 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     import freight
 
     key = _read_key(args.key_file)
-    data = _read_payload(args.file)
+    if args.key is not None:  # URL KEY: a stored value
+        from freight.storage.cli import read_stored
+
+        label, data = read_stored(args, args.file, args.key)
+    else:
+        label, data = args.file, _read_payload(args.file)
+    reason = not_a_payload(data)
+    if reason is not None:
+        print(f"{label}: FAILED: {reason}", file=sys.stderr)
+        return 1
     try:
         freight.verify(data, key=key)
     except freight.FreightError as exc:
-        print(f"{args.file}: FAILED: {exc}", file=sys.stderr)
+        print(f"{label}: FAILED: {exc}", file=sys.stderr)
         try:
             frames = freight.inspect(data)["frames"]
         except freight.FreightError:
@@ -249,7 +290,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if key is not None:
         parts.append("signature ok")
     detail = ", ".join(parts)
-    print(f"{args.file}: OK ({detail})")
+    print(f"{label}: OK ({detail})")
     return 0
 
 
@@ -272,17 +313,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("inspect", help="describe a payload file without decoding it")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--key-file", metavar="PATH", help="also check the signature with the key in this file")
-    p.set_defaults(func=_cmd_inspect)
+    where = (
+        "a payload file, or a store (a folder, file://PATH or s3://BUCKET/PREFIX) followed by a KEY as it "
+        "was saved (a local store percent-encodes some characters of its keys in file names: "
+        "_t.<locals>.s_0 is the file _t.%3Clocals%3E.s_0)"
+    )
+    key_file = "a file holding the signing key's bytes as they are (one trailing newline is ignored)"
+    p = sub.add_parser(
+        "inspect",
+        help="describe a payload (a file, or a stored value) without decoding it",
+        description="Describe a payload without decoding it: " + where + ".",
+    )
+    p.add_argument("file", metavar="FILE | URL")
+    p.add_argument("key", metavar="KEY", nargs="?", help="with URL: the key of the stored value")
+    p.add_argument("--key-file", metavar="PATH", help="also check the signature with the key in " + key_file)
+    p.set_defaults(func=_cmd_inspect, parser=p)
 
     p = sub.add_parser(
-        "verify", help="check a payload file's header, frame checksums and node tree without decoding it"
+        "verify",
+        help="check a payload's header, frame checksums and node tree without decoding it",
+        description="Check a payload's header, frame checksums and node tree without decoding it: " + where + ".",
     )
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--key-file", metavar="PATH", help="also require a valid signature under the key in this file")
-    p.set_defaults(func=_cmd_verify)
+    p.add_argument("file", metavar="FILE | URL")
+    p.add_argument("key", metavar="KEY", nargs="?", help="with URL: the key of the stored value")
+    p.add_argument("--key-file", metavar="PATH", help="also require a valid signature under the key in " + key_file)
+    p.set_defaults(func=_cmd_verify, parser=p)
 
     # `bench` has its own parser (freight.bench); main() hands it the rest of the command line.
     sub.add_parser(

@@ -8,7 +8,10 @@ with ``pyo3::import_exception!``), so there is one definition of each.
 
 from __future__ import annotations
 
+import functools
 import pickle
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 __all__ = [
     "FreightError",
@@ -23,6 +26,9 @@ __all__ = [
     "KeyNotFoundError",
     "KeyExistsError",
     "ProducerVersionError",
+    "PathError",
+    "PathNotFoundError",
+    "OptionError",
     "FreightWarning",
 ]
 
@@ -84,3 +90,70 @@ class KeyNotFoundError(StorageError, KeyError):
 
 class KeyExistsError(StorageError, FileExistsError):
     """``save(..., if_absent=True)`` found a value already stored under the key."""
+
+
+class PathError(StorageError, OSError):
+    """A payload file (``freight.dump`` / ``freight.load``) could not be read or written. Also
+    the ``OSError`` it stands for, with its ``errno`` and ``filename``, so code written for
+    ``open()`` keeps catching it; the message says what to check."""
+
+    def __str__(self) -> str:  # OSError's "[Errno 2] ...: 'x'" reads badly; this is a sentence
+        if self.filename is not None and self.strerror:
+            return f"{self.filename}: {self.strerror}"
+        return super().__str__()
+
+
+class PathNotFoundError(PathError, FileNotFoundError):
+    """``freight.load`` found no file at the path (also a ``FileNotFoundError``)."""
+
+
+class OptionError(FreightError, TypeError):
+    """A keyword argument that the function does not take (also a ``TypeError``, as Python
+    raises for an unexpected keyword argument). The message names the function as it is called
+    and the closest option it does take."""
+
+    @classmethod
+    def unexpected(cls, function: str, name: str, known: Iterable[str]) -> OptionError:
+        """The error for ``function(name=...)``, where ``function`` takes the options ``known``."""
+        import difflib  # only on this error path: it is not needed to import freight
+
+        options = sorted(known)
+        close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+        if close:
+            hint = f"did you mean {close[0]!r}?"
+        elif options:
+            hint = "its options are " + ", ".join(options)
+        else:
+            hint = "it takes no options"
+        return cls(f"{function}() got an unexpected keyword argument {name!r}; {hint}")
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def checks_options(public: str) -> Callable[[_F], _F]:
+    """Makes an unexpected keyword argument of ``func`` an :class:`OptionError` naming
+    ``public`` (the name users call it by) and the closest option it takes, rather than
+    Python's TypeError naming the internal function. Only for functions without ``**kwargs``;
+    the check runs only when the call fails."""
+
+    def decorate(func: _F) -> _F:
+        code = func.__code__
+        known = frozenset(code.co_varnames[code.co_posonlyargcount : code.co_argcount + code.co_kwonlyargcount])
+        known -= {"self"}
+
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except TypeError as exc:
+                # Raised by the call itself (no frame of func in the traceback): bad arguments.
+                if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
+                    unknown = next((name for name in kwargs if name not in known), None)
+                    if unknown is not None:
+                        raise OptionError.unexpected(public, unknown, known) from None
+                raise
+
+        return checked  # type: ignore[return-value]
+
+    return decorate

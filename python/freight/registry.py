@@ -18,16 +18,18 @@ import copy
 import datetime
 import decimal
 import importlib
-import inspect as _inspect
+import os
 import pathlib
 import pickle
+import sys
 import threading
 import uuid
+import warnings
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from freight.exceptions import MissingDependencyError, SerializationError, UnknownTagError
+from freight.exceptions import FreightWarning, MissingDependencyError, SerializationError, UnknownTagError
 
 __all__ = ["Entry", "Registry", "GLOBAL", "BUILTINS"]
 
@@ -77,6 +79,8 @@ def _load_library(top: str) -> bool:
 
 def _takes_one_argument(func: Callable[..., Any]) -> bool:
     """True when ``deserialize`` is Scaler's ``deserialize(payload)`` rather than ours."""
+    import inspect as _inspect  # here, not at import: it costs a fifth of ``import freight``
+
     try:
         sig = _inspect.signature(func)
     except (TypeError, ValueError):
@@ -142,6 +146,16 @@ class Entry:
         # Whether subclasses of ``types`` go to this serializer too (found by MRO). A serializer
         # that rebuilds exactly the classes it lists says False, so subclasses keep their type.
         self.subclasses = bool(getattr(serializer, "subclasses", True))
+        if not tag and not getattr(serializer, "tag", None) and self.tag.startswith("__main__."):
+            warnings.warn(
+                FreightWarning(
+                    f"serializer {self.tag[len('__main__.') :]} has no tag, so it is registered as {self.tag!r}, "
+                    "which names whatever script runs as __main__: a payload that uses it will not load in "
+                    "another process (a worker, or this code imported as a module); pass tag='myapp.Name' to "
+                    "register(), or give the serializer a tag attribute"
+                ),
+                stacklevel=_caller_stacklevel(),
+            )
 
     def encode(self, obj: Any) -> tuple[Any, list[Any]]:
         out = self._serialize(obj)
@@ -177,6 +191,16 @@ class Entry:
 # A layer's own registrations, as Registry._state() returns them: (serializer, tag, types, safe)
 # per entry, (type, tag) per type, the tags of the predicate serializers in order.
 _LayerState = tuple[list[tuple[Any, str, tuple[type, ...], bool]], list[tuple[type, str]], list[str]]
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` of a warning that points at the first frame outside freight's package
+    (the user's ``register`` call, however many of freight's frames lie in between)."""
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _default_tag(serializer: Any) -> str:

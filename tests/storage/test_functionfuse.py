@@ -96,7 +96,9 @@ def test_factory_kinds_and_protocol_names(tmp_path):
     assert (FILE_PROTOCOL, S3_PROTOCOL) == ("file_protocol", "s3 protocol")  # FunctionFuse's strings
     file_storage = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "s")}})
     assert isinstance(file_storage, FileStorage) and file_storage.store.backend == "file"
-    assert file_storage.path == str(tmp_path / "s") and (tmp_path / "s").is_dir()
+    assert file_storage.path == str(tmp_path / "s") and not (tmp_path / "s").exists()  # opening creates nothing
+    file_storage.new_workflow(WF)
+    assert (tmp_path / "s").is_dir()
     memory = storage_factory({"kind": "memory", "options": {}})
     assert isinstance(memory, MemoryStorage) and memory.store.backend == "memory"
     assert storage_factory({"kind": "memory"}).store is not memory.store  # each one new and empty

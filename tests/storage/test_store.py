@@ -291,9 +291,10 @@ def test_url_backend_and_repr(store_location, tmp_path):
 
 def test_file_urls_and_plain_paths_name_the_same_store(tmp_path, monkeypatch):
     root = tmp_path / "a" / "b"
-    by_path = fs.open(str(root))  # created if missing
-    assert root.is_dir()
+    by_path = fs.open(str(root))  # created by the first save, not by open (issue 23)
+    assert not root.exists()
     by_path.save("x", 1)
+    assert root.is_dir()
     assert fs.open(f"file://{root}").load("x") == 1
     assert fs.open(root).url == f"file://{root.resolve()}"  # a PathLike works too
     monkeypatch.chdir(tmp_path)

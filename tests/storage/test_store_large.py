@@ -232,7 +232,8 @@ def test_mmap_of_small_compressed_and_signed_values(tmp_path):
     store.save("zstd", np.zeros(MiB), compression="zstd")
     assert np.array_equal(store.load("small", mmap=True), np.arange(5))
     assert store.load("scalar", mmap=True) == 3
-    assert np.array_equal(store.load("zstd", mmap=True), np.zeros(MiB))
+    with pytest.warns(freight.FreightWarning, match='"zstd": 1 of its frames is compressed'):
+        assert np.array_equal(store.load("zstd", mmap=True), np.zeros(MiB))  # a copy, said so
     path = tmp_path / "store" / "small"
     data = bytearray(path.read_bytes())
     data[-40] ^= 1

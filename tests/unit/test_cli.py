@@ -37,8 +37,12 @@ def files(tmp_path):
     write("ints.frt", freight.dumps([1, 2, 3]))
     write("numpy.frt", freight.dumps({"big": np.arange(300_000.0), "small": np.arange(10)}, checksum=True))
     write("pandas.frt", freight.dumps(pd.DataFrame({"a": np.arange(1000), "s": ["x"] * 1000}), checksum=True))
-    write("zstd.frt", freight.dumps({"z": np.zeros(100_000), "r": np.arange(10_000)}, compression="zstd", checksum=True))
-    write("signed.frt", freight.dumps({"f": lambda x: x, "a": np.arange(100)}, key=KEY, compression="lz4", checksum=True))
+    write(
+        "zstd.frt", freight.dumps({"z": np.zeros(100_000), "r": np.arange(10_000)}, compression="zstd", checksum=True)
+    )
+    write(
+        "signed.frt", freight.dumps({"f": lambda x: x, "a": np.arange(100)}, key=KEY, compression="lz4", checksum=True)
+    )
     write("no-checksum.frt", freight.dumps(np.arange(1000.0), checksum=False))
     write("garbage.frt", b"this is not a freight payload")
     write("empty.frt", b"")
@@ -135,11 +139,21 @@ def test_inspect_shows_a_bad_checksum_and_a_malformed_tree(files, capsys):
 
 
 @pytest.mark.parametrize(
-    ("name", "message"), [("garbage.frt", "not a valid freight payload"), ("empty.frt", "empty file")]
+    ("name", "message"),
+    [
+        # One sentence, the first bytes as bytes and hex (issue 23: not a list of ints).
+        (
+            "garbage.frt",
+            "not a freight payload: it starts with b'this' (hex 74 68 69 73), where every freight payload "
+            "starts with the magic bytes b'\\x89FRT' (hex 89 46 52 54)",
+        ),
+        ("empty.frt", "empty file, not a freight payload"),
+    ],
 )
 def test_inspect_of_a_file_that_is_not_a_payload_fails(files, capsys, name, message):
     rc, out, err = run(capsys, "inspect", files[name])
-    assert rc == 1 and out == "" and message in err
+    assert rc == 1 and out == ""
+    assert err == f"freight inspect: {files[name]}: {message}\n"
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,7 +201,7 @@ def test_missing_files_and_bad_key_files_are_errors(files, capsys, tmp_path):
     missing = str(tmp_path / "missing.frt")
     for command in ("inspect", "verify"):
         rc, _, err = run(capsys, command, missing)
-        assert rc == 1 and err == f"freight {command}: {missing}: No such file or directory\n"
+        assert rc == 1 and err == f"freight {command}: {missing}: no such file; check the path\n"
         rc, _, err = run(capsys, command, files["ints.frt"], "--key-file", files["empty_key"])
         assert rc == 1 and "the key file is empty" in err
         rc, _, err = run(capsys, command, files["ints.frt"], "--key-file", missing)

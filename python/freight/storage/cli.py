@@ -12,7 +12,9 @@ URLs are those of :func:`freight.storage.open`: a folder (``file://PATH`` or a p
 ``s3://BUCKET/PREFIX``, with the S3 settings from the standard AWS environment variables
 (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
 ``AWS_ALLOW_HTTP=true``). ``memory://`` is refused: each process would see a new, empty store
-(from Python, :func:`copy_values` copies from or into one).
+(from Python, :func:`copy_values` copies from or into one). A folder that does not exist is an
+error for every command but ``cp``'s destination (which its first copy creates): the path is
+likely a typo, and reading never creates anything.
 
 Side objects (:mod:`freight.storage.persistent`: the zarr chunks or parquet file of a value kept
 in its own format, under ``KEY.freight-side/``) belong to their value: ``ls`` counts them in its
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -85,8 +88,11 @@ def _save_id(key: str) -> str:
     return key[key.index(SIDE) + len(SIDE) :].split("/", 1)[0]
 
 
-def _open(args: argparse.Namespace, url: str) -> Store:
+def _open(args: argparse.Namespace, url: str, *, create: bool = False) -> Store:
+    """The store at ``url``; unless ``create`` (cp's destination), a local folder that does not
+    exist is an error rather than an empty store (and is not created)."""
     import freight.storage
+    from freight.cli import _CliError
 
     if url.startswith("memory://"):
         args.parser.error(
@@ -94,7 +100,20 @@ def _open(args: argparse.Namespace, url: str) -> Store:
             "would see a new, empty one; use a folder or s3:// (or freight.storage.cli.copy_values "
             "from Python)"
         )
-    return freight.storage.open(url)
+    store = freight.storage.open(url)
+    folder = None if create else freight.storage.missing_folder(store)
+    if folder is not None:
+        raise _CliError(
+            f"{url}: there is no folder {os.path.abspath(folder)}: nothing was ever saved there (a store's "
+            "folder is created by its first save); check the path"
+        )
+    return store
+
+
+def read_stored(args: argparse.Namespace, url: str, key: str) -> tuple[str, Any]:
+    """(a label for messages, the stored bytes) of the value under ``key``."""
+    store = _open(args, url)
+    return f"{store.url}: {_q(key)}", store._native.get(key)
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,17 +192,22 @@ def _cmd_ls(args: argparse.Namespace) -> int:
 
 def _cmd_cat(args: argparse.Namespace) -> int:
     import freight
-    from freight.cli import _CliError, _read_key, format_inspect
+    from freight.cli import _CliError, _read_key, format_inspect, not_a_payload
 
     sign_key = _read_key(args.key_file)
     store = _open(args, args.url)
     _, modified = store._native.head(args.key)
     data = store._native.get(args.key)
     try:
+        reason = not_a_payload(data)
+        if reason is not None:
+            raise DeserializationError(reason)
         info = freight.inspect(data, key=sign_key)
     except FreightError as exc:
         if is_side_key(args.key):
             what = f"a side object of {_q(_owner(args.key))}, not a freight payload"
+        elif reason is not None:
+            what = reason
         else:
             what = f"not a valid freight payload: {exc}"
         raise _CliError(f"{store.url}: {_q(args.key)}: {what}") from exc
@@ -358,7 +382,7 @@ def _cmd_cp(args: argparse.Namespace) -> int:
     if args.prefix == "" and args.keys:
         args.parser.error("--prefix needs a non-empty prefix (with no KEY and no --prefix, cp copies every value)")
     src = _open(args, args.src)
-    dst = _open(args, args.dst)
+    dst = _open(args, args.dst, create=True)
     if src.url == dst.url:
         args.parser.error(f"the source and the destination are the same store ({src.url})")
     prefix = "" if not args.keys and args.prefix is None else args.prefix
@@ -412,8 +436,13 @@ def add_parsers(sub: Any) -> None:
         epilog=_ENV_HELP,
     )
     p.add_argument("url", metavar="URL")
-    p.add_argument("key", metavar="KEY")
-    p.add_argument("--key-file", metavar="PATH", help="also check the signature with the key in this file")
+    p.add_argument("key", metavar="KEY", help="the key as it was saved")
+    p.add_argument(
+        "--key-file",
+        metavar="PATH",
+        help="also check the signature with the key in this file (its bytes as they are; one trailing "
+        "newline is ignored)",
+    )
     p.set_defaults(func=_cmd_cat, parser=p, intermixed=True)
 
     p = sub.add_parser(
