@@ -1,9 +1,11 @@
 """pandas DataFrame, Series and Index. Column data travels as frames, not through pickle:
-numpy-backed columns as numpy arrays, extension columns (nullable Int/Float/boolean, string in
-either storage, datetime with tz, period, interval, pyarrow-backed) through Arrow (their dtype's
-own ``__arrow_array__``/``__from_arrow__``), a few pyarrow strings as a list, categoricals as
-codes plus categories. Only object columns (and sparse columns of objects) are pickled in
-place, and only they make the payload need pickle. Sparse columns travel as their stored
+numpy-backed columns as numpy arrays, nullable Int/Float/boolean as values plus mask, datetimes
+with tz as UTC values plus a zone text that reads back as the same zone, other extension
+columns (string in either storage, period, interval, pyarrow-backed) through Arrow (their
+dtype's own ``__arrow_array__``/``__from_arrow__``, where an empty column comes back), a few
+pyarrow strings as a list, categoricals as codes plus categories. Only object columns (and
+sparse columns of objects), and columns of a dtype none of these forms keeps (a zone no text
+names), are pickled in place, and only they make the payload need pickle. Sparse columns travel as their stored
 values and positions. DataFrames go block by block, and Index kinds (Range, Multi, Datetime
 with tz and freq, Categorical, ...) as ``freight.serializers.pandas_blocks`` writes them; names
 of any type, ``attrs`` and ``flags`` are kept. This module holds one column's values and the
@@ -19,6 +21,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+# Nullable ints, floats and booleans: values plus a mask (the same classes in pandas 2 and 3).
+from pandas.core.arrays.masked import BaseMaskedArray as _MaskedArray
+from pandas.core.dtypes.dtypes import BaseMaskedDtype as _MaskedDtype
 
 from freight import _versions
 from freight.exceptions import DeserializationError
@@ -74,7 +80,14 @@ def _values_meta(values: Any) -> dict[str, Any]:
         }
     if isinstance(dtype, pd.DatetimeTZDtype):
         # Its UTC datetime64 values (a view, NaT kept): 6x faster than through Arrow.
-        return {"tz": _dtype_wire(dtype), "utc": _writable(values.to_numpy(f"datetime64[{dtype.unit}]"))}
+        zone = _tz_wire(dtype)
+        if zone is None:  # a zone no dtype text names (a fixed offset with a name): pickled
+            return {"object": Pickled(values)}
+        return {"tz": zone, "utc": _writable(values.to_numpy(f"datetime64[{dtype.unit}]"))}
+    if isinstance(values, _MaskedArray) and _round_trips_text(dtype):
+        # Values and mask as they are: through Arrow, pandas (is_nan_na) reads a NaN value of a
+        # Float column back as NA, and pickle keeps the two apart.
+        return {"dtype": str(dtype), "masked": _writable(values._data), "mask": _writable(values._mask)}
     if _round_trips(dtype):
         try:
             import pyarrow as pa
@@ -93,23 +106,78 @@ def _values_meta(values: Any) -> dict[str, Any]:
     return {"object": Pickled(values)}
 
 
+def _same_dtype(a: Any, b: Any) -> bool:
+    """Equal dtypes holding the same time zone: pandas compares zones by name, so a column of
+    ``ZoneInfo("UTC")`` equals one of ``datetime.timezone.utc`` (the text both write), and
+    pickle keeps them apart."""
+    return type(a) is type(b) and bool(a == b) and _zone_key(a) == _zone_key(b)
+
+
+def _zone_key(dtype: Any) -> Any:
+    zone = getattr(getattr(dtype, "subtype", dtype), "tz", None)  # an interval's subtype's too
+    return None if zone is None else (type(zone), repr(zone))
+
+
+def _tz_wire(dtype: Any) -> str | None:
+    """The text of a tz-aware dtype that reads back as the same zone, or None. ``str(dtype)``
+    names most zones; a dateutil zone's is its file (``tzfile('/usr/share/zoneinfo/...')``),
+    which pandas does not parse (and a payload must not name files): it goes by zone name."""
+    try:
+        return _cached_tz_wire(dtype, _zone_key(dtype))  # by zone too: see _same_dtype
+    except TypeError:  # an unhashable zone
+        return _check_tz_wire(dtype)
+
+
+def _check_tz_wire(dtype: Any, _key: Any = None) -> str | None:
+    candidates = [str(dtype)]
+    filename = getattr(dtype.tz, "_filename", None)  # dateutil's tzfile
+    if isinstance(filename, str):
+        name = filename.rsplit("zoneinfo/", 1)[-1] if filename.startswith("/") else filename
+        candidates.append(f"datetime64[{dtype.unit}, dateutil/{name}]")
+    for text in candidates:
+        try:
+            if _same_dtype(_dtype_from(text), dtype):
+                return text
+        except (TypeError, ValueError, KeyError, ImportError, pa_errors()):
+            continue
+    return None
+
+
+_cached_tz_wire = functools.lru_cache(maxsize=256)(_check_tz_wire)
+
+
+def _round_trips_text(dtype: Any) -> bool:
+    """Whether ``str(dtype)`` reads back as the dtype (nullable ints, floats, booleans)."""
+    try:
+        return _same_dtype(_dtype_from(str(dtype)), dtype)
+    except (TypeError, ValueError, ImportError, pa_errors()):
+        return False
+
+
 def _round_trips(dtype: Any) -> bool:
     """Whether an extension dtype travels through Arrow: it converts from Arrow, and its wire
     form reads back as an equal dtype. Decided once per dtype (the check costs more than a
     small column's conversion); the wire form itself is the dtype's own each time, since some
     unequal dtypes compare equal (ArrowDtype structs whose fields differ by metadata)."""
     try:
-        return _cached_round_trips(dtype)
+        return _cached_round_trips(dtype, _zone_key(dtype))  # by zone too: see _same_dtype
     except TypeError:  # an unhashable dtype
         return _check_round_trip(dtype)
 
 
-def _check_round_trip(dtype: Any) -> bool:
+def _check_round_trip(dtype: Any, _key: Any = None) -> bool:
     if not hasattr(dtype, "__from_arrow__"):
         return False
     try:
-        return bool(_dtype_from(_dtype_wire(dtype)) == dtype)
-    except (TypeError, ValueError, ImportError, NotImplementedError, pa_errors()):
+        if not _same_dtype(_dtype_from(_dtype_wire(dtype)), dtype):
+            return False
+        # And an empty column converts back: pandas writes intervals of tz-aware datetimes to
+        # Arrow, but its __from_arrow__ refuses them (a payload dumps wrote and loads could not).
+        import pyarrow as pa
+
+        empty = dtype.construct_array_type()._from_sequence([], dtype=dtype)
+        return _same_dtype(dtype.__from_arrow__(pa.chunked_array([pa.array(empty)])).dtype, dtype)
+    except (TypeError, ValueError, ImportError, NotImplementedError, AttributeError, pa_errors()):
         return False
 
 
@@ -227,6 +295,8 @@ def _values_from(meta: dict[str, Any]) -> Any:
         return _sparse(meta)
     if "tz" in meta:
         return _datetime_tz(meta["utc"], _dtype_from(meta["tz"]))
+    if "masked" in meta:
+        return _masked(meta)
     if "arrow" in meta:
         return _dtype_from(meta["dtype"]).__from_arrow__(meta["arrow"])
     return meta["object"].value
@@ -286,21 +356,33 @@ def _sparse(meta: dict[str, Any]) -> Any:
         raise ValueError("sparse positions must be integers, one per stored value, in an int32 length")
     if len(positions) and (positions[0] < 0 or positions[-1] >= length or (np.diff(positions) <= 0).any()):
         raise ValueError(f"sparse positions must increase strictly within [0, {length})")
-    subtype = dtype.subtype
-    if isinstance(subtype, np.dtype) and subtype.kind in "biufcmM" and values.dtype != subtype:
+    if values.dtype != dtype.subtype:
         # pandas would cast them silently (NaN to the most negative int64, 1.5 to 1).
-        raise ValueError(f"sparse values of dtype {values.dtype} for a column of Sparse[{subtype}]")
-    from_indices = getattr(pd.arrays.SparseArray, "from_indices", None)
-    if from_indices is not None:
-        return from_indices(
-            values, positions, length, fill_value=dtype.fill_value, kind=meta["kind"], dtype=dtype.subtype
-        )
-    from pandas._libs.sparse import IntIndex  # pandas 2: no from_indices
+        raise ValueError(f"sparse values of dtype {values.dtype} for a column of Sparse[{dtype.subtype}]")
+    from pandas._libs.sparse import IntIndex
 
     index = IntIndex(length, positions.astype(np.int32))
     if meta["kind"] == "block":
         index = index.to_block_index()
-    return pd.arrays.SparseArray(values, sparse_index=index, dtype=dtype)
+    simple_new = getattr(pd.arrays.SparseArray, "_simple_new", None)
+    if simple_new is not None:
+        # The values as they are: from_indices infers a dtype from object values first, and
+        # an object column holding a Timestamp came back holding its nanoseconds (an int).
+        return simple_new(values, index, dtype)
+    return pd.arrays.SparseArray(values, sparse_index=index, dtype=dtype)  # pragma: no cover
+
+
+def _masked(meta: dict[str, Any]) -> Any:
+    """A nullable int, float or boolean array from its values and mask, checked: pandas takes
+    them on trust."""
+    dtype = _dtype_from(meta["dtype"])
+    data = _one_dimensional(meta["masked"], "masked values")
+    mask = _one_dimensional(meta["mask"], "mask")
+    if not isinstance(dtype, _MaskedDtype) or data.dtype != dtype.numpy_dtype:
+        raise ValueError(f"values of dtype {data.dtype} for a column of {dtype}")
+    if mask.dtype != np.bool_ or len(mask) != len(data):
+        raise ValueError("a mask is one bool per value")
+    return dtype.construct_array_type()(data, mask, copy=False)
 
 
 def _datetime_tz(utc: Any, dtype: Any) -> Any:

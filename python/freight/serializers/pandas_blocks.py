@@ -82,11 +82,11 @@ def _blocks_wire(df: pd.DataFrame) -> list[tuple[Any, Any]] | None:
             if values.ndim != 2:
                 return None
             wire.append((_values._writable(values), _placement_wire(positions)))
-        elif kind is _DatetimeArray or kind is _TimedeltaArray:
+        elif (kind is _DatetimeArray or kind is _TimedeltaArray) and (zone := _zone_wire(values.dtype)) is not False:
             stored = values._ndarray  # UTC when tz-aware
             stored = _values._writable(stored if stored.ndim == 2 else stored.reshape(1, -1))
-            if getattr(values.dtype, "tz", None) is not None:
-                wire.append(({"tz": _values._dtype_wire(values.dtype), "utc": stored}, _placement_wire(positions)))
+            if zone is not None:
+                wire.append(({"tz": zone, "utc": stored}, _placement_wire(positions)))
             else:
                 wire.append((stored, _placement_wire(positions)))
         else:
@@ -96,6 +96,15 @@ def _blocks_wire(df: pd.DataFrame) -> list[tuple[Any, Any]] | None:
                 return None
             wire.extend((_values._values_meta(c), int(p)) for c, p in zip(columns, positions))
     return wire
+
+
+def _zone_wire(dtype: Any) -> str | None | bool:
+    """A datetime block's zone as text; None when tz-naive; False when no text names it (the
+    block then goes column by column, each pickled)."""
+    if getattr(dtype, "tz", None) is None:
+        return None
+    wire = _values._tz_wire(dtype)
+    return False if wire is None else wire
 
 
 def _placement_wire(positions: np.ndarray) -> Any:
