@@ -145,7 +145,7 @@ fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, 
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 	PYTHONMALLOC=malloc MALLOC_CHECK_=3 $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S)
-	FREIGHT_FIDELITY_EXAMPLES=$(FIDELITY_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fidelity_properties.py
+	FREIGHT_FIDELITY_EXAMPLES=$(FIDELITY_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fidelity_properties.py tests/unit/test_fidelity_pandas_properties.py
 	$(MAKE) --no-print-directory fuzz-asan
 
 # The AddressSanitizer build of the extension lives apart from the release one in the virtualenv:

@@ -27,7 +27,7 @@ def _codec_options(method: str) -> list[str]:
     """The keyword options of ``Codec.<method>``, from the signature the extension declares."""
     signature = getattr(_freight.Codec, method).__text_signature__ or "()"
     names = (part.split("=")[0].strip() for part in signature.strip("()").split(","))
-    return [n for n in names if n and n not in ("$self", "/", "*", "obj", "data", "frames")]
+    return [n for n in names if n and n not in ("$self", "/", "*", "obj", "data", "frames") and not n.startswith("**")]
 
 
 def codec_option_error(exc: TypeError, public: str, method: str, extra: Iterable[str] = ()) -> OptionError | None:
@@ -36,10 +36,13 @@ def codec_option_error(exc: TypeError, public: str, method: str, extra: Iterable
     ``extra``: the options the caller (``public``) takes itself."""
     message = str(exc)
     marker = "() got an unexpected keyword argument '"
-    if not message.startswith(f"Codec.{method}{marker}"):
-        return None
-    name = message[len(f"Codec.{method}{marker}") : -1]
-    return OptionError.unexpected(public, name, [*_codec_options(method), *extra])
+    # The codec names itself as the public function (an OptionError) or, from older builds, as
+    # Codec.<method> (Python's TypeError).
+    for prefix in (f"freight.{method}{marker}", f"Codec.{method}{marker}"):
+        if message.startswith(prefix):
+            name = message[len(prefix) :].split("'", 1)[0]
+            return OptionError.unexpected(public, name, [*_codec_options(method), *extra])
+    return None
 
 
 __all__ = [
@@ -133,6 +136,8 @@ class Freight:
         self.dumps = self._codec.dumps
         self.loads = self._codec.loads
         self.dumps_frames = self._codec.dumps_frames
+        # For stores: the dumps layout as parts over the objects' memory (NativeStore.put_parts).
+        self._dumps_parts = self._codec.dumps_parts
         self.loads_frames = self._codec.loads_frames
 
     def register(

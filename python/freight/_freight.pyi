@@ -18,6 +18,7 @@ __all__ = [
     "FrameBuffer",
     "NativeStore",
     "StoredBuffer",
+    "PayloadParts",
     "PickleSink",
     "PickleSource",
     "ChainedReduce",
@@ -160,6 +161,11 @@ class Codec:
         """Serializes ``obj`` into ``[header, frame, ...]``; frames are read-only views of the
         original memory (no copy). Frame checksums as ``dumps`` writes them (the codec's setting,
         False by default: computing them reads every byte)."""
+    def dumps_parts(
+        self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
+    ) -> PayloadParts:
+        """Encodes ``obj`` once in the ``dumps`` layout, as parts over the objects' memory, for
+        ``NativeStore.put_parts`` (what ``Store.save`` writes)."""
     def loads(
         self,
         data: Buffer,
@@ -249,15 +255,14 @@ class NativeStore:
     def url(self) -> str: ...
     @property
     def backend(self) -> Literal["file", "memory", "s3"]: ...
-    def put_payload(
+    def put_parts(
         self,
         key: str,
-        parts: list[Any],
-        sign_key: bytes | None = None,
+        payload: PayloadParts,
         if_absent: bool = False,
         progress: Callable[[int, int], object] | None = None,
     ) -> None:
-        """Writes ``dumps_frames`` output as one payload in the ``dumps`` layout, streamed."""
+        """Writes a payload encoded by ``Codec.dumps_parts``, streamed from the objects' memory."""
     def put_bytes(self, key: str, parts: list[Any], if_absent: bool = False) -> None:
         """Writes the concatenation of ``parts`` as it is, atomically."""
     def get_range(self, key: str, start: int, end: int) -> bytes: ...
@@ -269,6 +274,14 @@ class NativeStore:
     def list(self, prefix: str = "") -> list[tuple[str, int, float]]: ...
     def delete_prefix(self, prefix: str) -> int: ...
     def info(self, key: str) -> StoreInfo: ...
+
+@final
+class PayloadParts:
+    """An object encoded in the ``dumps`` layout as parts over its memory (header, padding,
+    frames, signature), never assembled in one buffer: what a store streams."""
+
+    @property
+    def nbytes(self) -> int: ...
 
 @final
 class StoredBuffer:

@@ -199,7 +199,7 @@ def test_cat_of_a_missing_key_or_a_file_that_is_not_a_payload_fails(url):
     proc = freight_cli("cat", url, "missing")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == f'freight cat: {store.url}: no value is stored under "missing"\n'
-    store._native.put_payload("junk", [b"not a freight payload"])
+    store._native.put_bytes("junk", [b"not a freight payload"])
     proc = freight_cli("cat", url, "junk")
     assert proc.returncode == 1
     assert proc.stderr == (

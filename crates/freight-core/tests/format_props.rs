@@ -319,3 +319,57 @@ fn deep_trees_are_walked_without_overflowing_the_stack() {
         .unwrap();
     assert_eq!(summary.max_depth, depth);
 }
+
+#[test]
+fn the_parts_of_a_layout_are_the_contiguous_bytes() {
+    // Frames of every size class (packed small ones, 64-byte aligned large ones, empty), signed
+    // and not: the parts a store streams are exactly what `dumps` writes in one buffer.
+    let frames: Vec<Vec<u8>> = [0usize, 3, 100, 5000, 70_000, 1]
+        .iter()
+        .map(|&n| (0..n).map(|i| (i * 7 + n) as u8).collect())
+        .collect();
+    let sources: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+    for signed in [false, true] {
+        let spec = EnvelopeSpec {
+            needs_pickle: false,
+            tags: vec![],
+            versions: vec![("numpy", "2.3.0")],
+            frames: frames
+                .iter()
+                .map(|f| FrameLayout::raw(f.len() as u64))
+                .collect(),
+            checksums: true,
+            signed,
+            tree: &[Tag::None_ as u8],
+        };
+        let mut contiguous = EnvelopeWriter::new(&spec);
+        let mut want = vec![0u8; contiguous.total_len()];
+        contiguous.write_contiguous(&mut want, &sources);
+        if signed {
+            contiguous.sign_contiguous(&mut want, b"key");
+        }
+        let mut streamed = EnvelopeWriter::new(&spec);
+        streamed.checksum_frames(&sources);
+        let mut header = vec![0u8; streamed.header_len()];
+        streamed.write_header(&mut header);
+        let mut got: Vec<u8> = Vec::new();
+        let mut slices: Vec<&[u8]> = Vec::new();
+        for part in streamed.parts() {
+            match part {
+                envelope::Part::Header => slices.push(&header),
+                envelope::Part::Padding(n) => slices.push(&envelope::ZEROS[..n]),
+                envelope::Part::Frame(i) => slices.push(sources[i]),
+                envelope::Part::Signature => {}
+            }
+        }
+        let signature = freight_core::sign::sign(b"key", &slices);
+        for slice in &slices {
+            got.extend_from_slice(slice);
+        }
+        if signed {
+            assert_eq!(streamed.parts().last(), Some(&envelope::Part::Signature));
+            got.extend_from_slice(&signature);
+        }
+        assert_eq!(got, want, "signed: {signed}");
+    }
+}

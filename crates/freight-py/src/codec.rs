@@ -15,6 +15,7 @@ use crate::encode::dispatch::DispatchRefs;
 use crate::encode::{encode, Encoded};
 use crate::errors::Result;
 use crate::options::{self, Compression};
+use crate::parts::PayloadParts;
 
 #[pyclass(module = "freight._freight", frozen)]
 pub struct Codec {
@@ -148,6 +149,54 @@ impl Codec {
         Ok(bytes)
     }
 
+    /// The `dumps` layout as parts over the objects' memory, for `NativeStore.put_parts`:
+    /// encoded, compressed, checksummed and signed once, never assembled in one buffer.
+    fn dumps_parts_impl(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        checksum: bool,
+        compression: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> Result<PayloadParts> {
+        let encoded = encode(py, &self.dispatch, obj)?;
+        let stored = self.store(py, &encoded, compression)?;
+        let key = self.signing_key(key)?;
+        let layouts = stored.iter().map(|s| s.layout).collect();
+        let spec = encoded.spec(layouts, checksum, key.is_some());
+        let mut writer = EnvelopeWriter::new(&spec);
+        let sources = encoded.frame_slices();
+        let frames: Vec<&[u8]> = stored
+            .iter()
+            .zip(&sources)
+            .map(|(s, &source)| s.data.as_deref().unwrap_or(source))
+            .collect();
+        let summed: usize = (0..frames.len())
+            .filter(|&i| writer.has_checksum(i))
+            .map(|i| frames[i].len())
+            .sum();
+        maybe_detach(py, summed, || writer.checksum_frames(&frames));
+        let mut header = vec![0u8; writer.header_len()];
+        writer.write_header(&mut header);
+        let parts = writer.parts();
+        drop(writer);
+        drop(spec);
+        let mut payload = PayloadParts {
+            encoded,
+            stored,
+            header,
+            parts,
+            signature: None,
+        };
+        if let Some(key) = key {
+            let slices = payload.slices();
+            let total: usize = slices.iter().map(|s| s.len()).sum();
+            let signature = maybe_detach(py, total, || freight_core::sign::sign(&key, &slices));
+            payload.signature = Some(signature);
+        }
+        Ok(payload)
+    }
+
     fn dumps_frames_impl<'py>(
         &self,
         py: Python<'py>,
@@ -163,16 +212,16 @@ impl Codec {
         let spec = encoded.spec(layouts, checksum, key.is_some());
         let mut writer = EnvelopeWriter::new(&spec);
         let sources = encoded.frame_slices();
-        for (i, (s, &source)) in stored.iter().zip(&sources).enumerate() {
-            if writer.has_checksum(i) {
-                let data = s.data.as_deref().unwrap_or(source);
-                let block = writer.block_checksum(i);
-                let sum = maybe_detach(py, data.len(), || {
-                    freight_core::checksum::frame_checksum(data, block)
-                });
-                writer.set_frame_checksum(i, sum);
-            }
-        }
+        let frames: Vec<&[u8]> = stored
+            .iter()
+            .zip(&sources)
+            .map(|(s, &source)| s.data.as_deref().unwrap_or(source))
+            .collect();
+        let summed: usize = (0..frames.len())
+            .filter(|&i| writer.has_checksum(i))
+            .map(|i| frames[i].len())
+            .sum();
+        maybe_detach(py, summed, || writer.checksum_frames(&frames));
         // SAFETY: write_header writes all header_len() bytes before the list is returned.
         let (header, header_out) = unsafe { uninit_bytes(py, writer.header_len())? };
         writer.write_header(header_out);
@@ -269,6 +318,20 @@ impl Codec {
     ) -> PyResult<Bound<'py, PyList>> {
         let checksum = checksum.unwrap_or(self.checksum);
         Ok(self.dumps_frames_impl(py, obj, checksum, compression, key)?)
+    }
+
+    /// Encodes `obj` for a store (see `PayloadParts`); frame checksums as `dumps` writes them.
+    #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
+    fn dumps_parts(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        checksum: Option<bool>,
+        compression: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PayloadParts> {
+        let checksum = checksum.unwrap_or(self.checksum);
+        Ok(self.dumps_parts_impl(py, obj, checksum, compression, key)?)
     }
 
     /// Deserializes a payload from any buffer.

@@ -16,6 +16,7 @@ mod errors;
 mod inspect;
 mod limits;
 mod options;
+mod parts;
 mod storage;
 mod types;
 
@@ -35,6 +36,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<encode::pickle_sink::PickleSink>()?;
     m.add_class::<encode::pickle_sink::ChainedReduce>()?;
     m.add_class::<decode::pickle_source::PickleSource>()?;
+    m.add_class::<parts::PayloadParts>()?;
     m.add_class::<storage::NativeStore>()?;
     m.add_class::<storage::StoredBuffer>()?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;

@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::buffer::{fill_buffer, RawBuffer};
 use crate::errors::{Error, Result};
+use crate::parts::PayloadParts;
 
 #[pyclass(module = "freight._freight", frozen)]
 pub struct NativeStore {
@@ -74,7 +75,6 @@ fn python_progress(callback: &Option<Py<PyAny>>) -> impl Fn(u64, u64) + Sync + '
 }
 
 /// The bytes between the end of one part and the 64-byte aligned start of the next frame.
-static PADDING: [u8; envelope::ALIGN] = [0; envelope::ALIGN];
 
 impl NativeStore {
     fn run<T: Send>(
@@ -135,47 +135,18 @@ impl NativeStore {
         self.store_backend()
     }
 
-    /// Writes the output of `dumps_frames` (header, frames, and the signature part when
-    /// `sign_key` is given, which is dropped: the stored layout is signed over all its bytes)
-    /// as one payload in the `dumps` layout.
-    #[pyo3(signature = (key, parts, sign_key=None, if_absent=false, progress=None))]
-    fn put_payload(
+    /// Writes a payload encoded by `Codec.dumps_parts` (the `dumps` layout, streamed from the
+    /// objects' memory: one part or a multipart upload, atomically).
+    #[pyo3(signature = (key, payload, if_absent=false, progress=None))]
+    fn put_parts(
         &self,
         py: Python<'_>,
         key: &str,
-        parts: &Bound<'_, PyList>,
-        sign_key: Option<Vec<u8>>,
+        payload: PyRef<'_, PayloadParts>,
         if_absent: bool,
         progress: Option<Py<PyAny>>,
     ) -> PyResult<()> {
-        let mut buffers = parts
-            .iter()
-            .map(|p| RawBuffer::simple(&p))
-            .collect::<PyResult<Vec<_>>>()?;
-        if sign_key.is_some() {
-            buffers.pop(); // the signature of the split layout
-        }
-        let Some((header, frames)) = buffers.split_first() else {
-            return Err(Error::Encode("a payload needs at least its header".to_owned()).into());
-        };
-        let mut slices: Vec<&[u8]> = Vec::with_capacity(2 * buffers.len() + 1);
-        slices.push(header.as_slice());
-        let mut end = header.len();
-        let packed = header
-            .as_slice()
-            .get(5)
-            .is_some_and(|&f| envelope::packed(f));
-        for frame in frames {
-            let start = envelope::frame_start(end, frame.len() as u64, packed);
-            slices.push(&PADDING[..start - end]);
-            slices.push(frame.as_slice());
-            end = start + frame.len();
-        }
-        let signature;
-        if let Some(sign_key) = &sign_key {
-            signature = py.detach(|| freight_core::sign::sign(sign_key, &slices));
-            slices.push(&signature);
-        }
+        let slices = payload.slices();
         let report = python_progress(&progress);
         self.run(py, |store| store.put(key, &slices, if_absent, &report))?;
         Ok(())

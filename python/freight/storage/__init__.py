@@ -218,8 +218,8 @@ class _NewFolder:
             "(a store's folder is created by its first save; check the path)"
         )
 
-    def put_payload(self, key: str, *args: Any, **kwargs: Any) -> None:
-        self._created().put_payload(key, *args, **kwargs)
+    def put_parts(self, key: str, *args: Any, **kwargs: Any) -> None:
+        self._created().put_parts(key, *args, **kwargs)
 
     def put_bytes(self, key: str, *args: Any, **kwargs: Any) -> None:
         self._created().put_bytes(key, *args, **kwargs)
@@ -372,7 +372,8 @@ class Store(MutableMapping[str, Any]):
         save_id = persistent.new_save_id()
         token = persistent._CURRENT.set((self._native, key, save_id))
         try:
-            parts = self.freight.dumps_frames(
+            # Encoded, compressed, checksummed and signed once; streamed from the objects' memory.
+            payload = self.freight._dumps_parts(
                 obj,
                 checksum=True,
                 compression=self.compression if compression is None else compression,
@@ -380,10 +381,9 @@ class Store(MutableMapping[str, Any]):
             )
         finally:
             persistent._CURRENT.reset(token)
-        total = sum(memoryview(p).nbytes for p in parts)
         with _Bar(f"save {key}") as bar:
-            self._native.put_payload(
-                key, parts, sign_key=signing, if_absent=if_absent, progress=bar if total >= THRESHOLD else None
+            self._native.put_parts(
+                key, payload, if_absent=if_absent, progress=bar if payload.nbytes >= THRESHOLD else None
             )
         if isinstance(self._native, _NewFolder):  # the folder exists now: use the native store itself
             self._native = self._native.existing() or self._native

@@ -1,0 +1,47 @@
+//! `PayloadParts`: an object encoded once, in the `dumps` layout, as parts over the objects' own
+//! memory (header, zero padding, frames or their compressed bytes, signature), for a writer that
+//! streams them (`NativeStore.put_parts`). Which part goes where is freight-core's
+//! (`EnvelopeWriter::parts`); nothing here computes an offset or reads a flag.
+
+use freight_core::envelope::{Part, ZEROS};
+use pyo3::prelude::*;
+
+use crate::encode::compression::Stored;
+use crate::encode::Encoded;
+
+/// Unsendable: it keeps the exports of the objects' buffers, which belong to this thread's
+/// interpreter state.
+#[pyclass(module = "freight._freight", unsendable, frozen)]
+pub struct PayloadParts {
+    pub(crate) encoded: Encoded,
+    pub(crate) stored: Vec<Stored>,
+    pub(crate) header: Vec<u8>,
+    pub(crate) parts: Vec<Part>,
+    pub(crate) signature: Option<[u8; freight_core::sign::SIGNATURE_LEN]>,
+}
+
+impl PayloadParts {
+    /// The payload's bytes, in order, as slices of the memory that holds them.
+    pub fn slices(&self) -> Vec<&[u8]> {
+        let sources = self.encoded.frame_slices();
+        self.parts
+            .iter()
+            .map(|part| match *part {
+                Part::Header => self.header.as_slice(),
+                Part::Padding(n) => &ZEROS[..n],
+                Part::Frame(i) => self.stored[i].data.as_deref().unwrap_or(sources[i]),
+                Part::Signature => self.signature.as_ref().map_or(&[][..], |s| &s[..]),
+            })
+            .collect()
+    }
+}
+
+#[pymethods]
+impl PayloadParts {
+    /// The payload's length in bytes (what `dumps` of the same object with the same options
+    /// returns has this length).
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.slices().iter().map(|s| s.len()).sum()
+    }
+}
