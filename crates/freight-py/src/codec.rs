@@ -33,6 +33,35 @@ pub struct Codec {
     strict_versions: bool,
 }
 
+/// What every writer of a payload starts from: the object encoded, its frames as they will be
+/// stored (compressed or not), and the signing key.
+struct Prepared {
+    encoded: Encoded,
+    stored: Vec<Stored>,
+    key: Option<Vec<u8>>,
+}
+
+impl Prepared {
+    /// Each frame's stored bytes: compressed, or the source as it is.
+    fn frames(&self) -> Vec<&[u8]> {
+        self.stored
+            .iter()
+            .zip(self.encoded.frame_slices())
+            .map(|(s, source)| s.data.as_deref().unwrap_or(source))
+            .collect()
+    }
+}
+
+/// Sets the checksums of the frames that carry one (interpreter released when they are large),
+/// for layouts that are not written in one pass (`write_contiguous` hashes as it copies).
+fn checksum_frames(py: Python<'_>, writer: &mut EnvelopeWriter<'_>, frames: &[&[u8]]) {
+    let summed: usize = (0..frames.len())
+        .filter(|&i| writer.has_checksum(i))
+        .map(|i| frames[i].len())
+        .sum();
+    maybe_detach(py, summed, || writer.checksum_frames(frames));
+}
+
 impl Codec {
     /// A call's decode options over the codec's defaults (one argument per keyword of `loads`).
     #[allow(clippy::too_many_arguments)]
@@ -109,6 +138,23 @@ impl Codec {
         })
     }
 
+    fn prepare(
+        &self,
+        py: Python<'_>,
+        obj: &Bound<'_, PyAny>,
+        compression: Option<&Bound<'_, PyAny>>,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> Result<Prepared> {
+        let encoded = encode(py, &self.dispatch, obj)?;
+        let stored = self.store(py, &encoded, compression)?;
+        let key = self.signing_key(key)?;
+        Ok(Prepared {
+            encoded,
+            stored,
+            key,
+        })
+    }
+
     fn dumps_impl<'py>(
         &self,
         py: Python<'py>,
@@ -117,24 +163,20 @@ impl Codec {
         compression: Option<&Bound<'py, PyAny>>,
         key: Option<&Bound<'py, PyAny>>,
     ) -> Result<Bound<'py, PyBytes>> {
-        let encoded = encode(py, &self.dispatch, obj)?;
-        let stored = self.store(py, &encoded, compression)?;
-        let key = self.signing_key(key)?;
-        let layouts = stored.iter().map(|s| s.layout).collect();
-        let spec = encoded.spec(layouts, checksum.unwrap_or(self.checksum), key.is_some());
+        let prepared = self.prepare(py, obj, compression, key)?;
+        let layouts = prepared.stored.iter().map(|s| s.layout).collect();
+        let checksum = checksum.unwrap_or(self.checksum);
+        let spec = prepared
+            .encoded
+            .spec(layouts, checksum, prepared.key.is_some());
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
         // SAFETY: write_contiguous (and sign_contiguous) write all `total` bytes before `bytes`
         // is returned.
         let (bytes, out) = unsafe { uninit_bytes(py, total)? };
-        let sources = encoded.frame_slices();
-        let frames: Vec<&[u8]> = stored
-            .iter()
-            .zip(&sources)
-            .map(|(s, &source)| s.data.as_deref().unwrap_or(source))
-            .collect();
+        let frames = prepared.frames();
         let frame_bytes: usize = frames.iter().map(|f| f.len()).sum();
-        let key = key.as_deref();
+        let key = prepared.key.as_deref();
         // The frame sources stay alive (and pinned by their exports) in `encoded` meanwhile.
         maybe_detach(
             py,
@@ -159,28 +201,23 @@ impl Codec {
         compression: Option<&Bound<'_, PyAny>>,
         key: Option<&Bound<'_, PyAny>>,
     ) -> Result<PayloadParts> {
-        let encoded = encode(py, &self.dispatch, obj)?;
-        let stored = self.store(py, &encoded, compression)?;
-        let key = self.signing_key(key)?;
-        let layouts = stored.iter().map(|s| s.layout).collect();
-        let spec = encoded.spec(layouts, checksum, key.is_some());
+        let prepared = self.prepare(py, obj, compression, key)?;
+        let layouts = prepared.stored.iter().map(|s| s.layout).collect();
+        let spec = prepared
+            .encoded
+            .spec(layouts, checksum, prepared.key.is_some());
         let mut writer = EnvelopeWriter::new(&spec);
-        let sources = encoded.frame_slices();
-        let frames: Vec<&[u8]> = stored
-            .iter()
-            .zip(&sources)
-            .map(|(s, &source)| s.data.as_deref().unwrap_or(source))
-            .collect();
-        let summed: usize = (0..frames.len())
-            .filter(|&i| writer.has_checksum(i))
-            .map(|i| frames[i].len())
-            .sum();
-        maybe_detach(py, summed, || writer.checksum_frames(&frames));
+        checksum_frames(py, &mut writer, &prepared.frames());
         let mut header = vec![0u8; writer.header_len()];
         writer.write_header(&mut header);
         let parts = writer.parts();
         drop(writer);
         drop(spec);
+        let Prepared {
+            encoded,
+            stored,
+            key,
+        } = prepared;
         let mut payload = PayloadParts {
             encoded,
             stored,
@@ -205,23 +242,15 @@ impl Codec {
         compression: Option<&Bound<'py, PyAny>>,
         key: Option<&Bound<'py, PyAny>>,
     ) -> Result<Bound<'py, PyList>> {
-        let encoded = encode(py, &self.dispatch, obj)?;
-        let stored = self.store(py, &encoded, compression)?;
-        let key = self.signing_key(key)?;
-        let layouts = stored.iter().map(|s| s.layout).collect();
-        let spec = encoded.spec(layouts, checksum, key.is_some());
+        let prepared = self.prepare(py, obj, compression, key)?;
+        let layouts = prepared.stored.iter().map(|s| s.layout).collect();
+        let spec = prepared
+            .encoded
+            .spec(layouts, checksum, prepared.key.is_some());
         let mut writer = EnvelopeWriter::new(&spec);
+        checksum_frames(py, &mut writer, &prepared.frames());
+        let (encoded, stored, key) = (&prepared.encoded, &prepared.stored, &prepared.key);
         let sources = encoded.frame_slices();
-        let frames: Vec<&[u8]> = stored
-            .iter()
-            .zip(&sources)
-            .map(|(s, &source)| s.data.as_deref().unwrap_or(source))
-            .collect();
-        let summed: usize = (0..frames.len())
-            .filter(|&i| writer.has_checksum(i))
-            .map(|i| frames[i].len())
-            .sum();
-        maybe_detach(py, summed, || writer.checksum_frames(&frames));
         // SAFETY: write_header writes all header_len() bytes before the list is returned.
         let (header, header_out) = unsafe { uninit_bytes(py, writer.header_len())? };
         writer.write_header(header_out);
@@ -241,7 +270,7 @@ impl Codec {
         if let Some(key) = key {
             let total: usize = signed_parts.iter().map(|p| p.len()).sum();
             let signature =
-                maybe_detach(py, total, || freight_core::sign::sign(&key, &signed_parts));
+                maybe_detach(py, total, || freight_core::sign::sign(key, &signed_parts));
             out.append(PyBytes::new(py, &signature))?;
         }
         Ok(out)

@@ -9,9 +9,10 @@ use pyo3::prelude::*;
 use crate::encode::compression::Stored;
 use crate::encode::Encoded;
 
-/// Unsendable: it keeps the exports of the objects' buffers, which belong to this thread's
-/// interpreter state.
-#[pyclass(module = "freight._freight", unsendable, frozen)]
+/// Sendable (it may be freed by the garbage collector on any thread, e.g. when an exception of a
+/// save in a worker thread keeps it alive): the buffer exports it holds are released with the
+/// interpreter attached, whatever the thread (`RawBuffer`'s Drop).
+#[pyclass(module = "freight._freight", frozen)]
 pub struct PayloadParts {
     pub(crate) encoded: Encoded,
     pub(crate) stored: Vec<Stored>,
