@@ -14,7 +14,7 @@ KEY = b"a long random secret for signing stored values"
 VALUES = {
     "builtins": {"a": [1, 2.5, "x"], "b": None},
     "arrays": {"small": np.arange(10), "big": np.arange(300_000.0), "text": "x" * 100_000},
-    "closure": (lambda k: (lambda x: x + k))(3),
+    "closure": (lambda k: lambda x: x + k)(3),
 }
 
 

@@ -74,8 +74,6 @@ fn python_progress(callback: &Option<Py<PyAny>>) -> impl Fn(u64, u64) + Sync + '
     }
 }
 
-/// The bytes between the end of one part and the 64-byte aligned start of the next frame.
-
 impl NativeStore {
     fn run<T: Send>(
         &self,

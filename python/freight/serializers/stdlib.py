@@ -31,7 +31,6 @@ class OrderedDictSerializer(LibrarySerializer):
         return d
 
 
-
 def _castable(fmt: str) -> bool:
     """Whether ``memoryview.cast`` can rebuild this format (single native formats only)."""
     try:

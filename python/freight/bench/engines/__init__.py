@@ -23,8 +23,13 @@ from typing import Any
 
 from freight.bench.harness import markdown_table
 
-ENGINES = {"dask": "distributed", "scaler": "scaler", "proxystore": "proxystore", "ray": "ray",
-           "multiprocessing": "multiprocessing"}
+ENGINES = {
+    "dask": "distributed",
+    "scaler": "scaler",
+    "proxystore": "proxystore",
+    "ray": "ray",
+    "multiprocessing": "multiprocessing",
+}
 SERIALIZERS = ("default", "freight")
 TINY = ("tiny tasks", "tiny values")
 
