@@ -2,8 +2,9 @@
 //! fixed-offset and zoneinfo tzinfo), Decimal, UUID and pathlib paths, by exact type.
 
 use freight_core::{DateTimeFields, Tag};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::types::{PyList, PyString, PyTuple, PyType};
 
 use crate::encode::walker::Walker;
 use crate::errors::{Error, Result};
@@ -157,4 +158,38 @@ impl<'py> Walker<'_, 'py> {
         }
         Ok(false)
     }
+}
+
+/// The items of a set in sorted order when they are all exact str, all exact int or all exact
+/// bytes (the sets whose order Python can sort without running user code), else None.
+///
+/// A set's iteration order depends on its insertion history and, for str and bytes, on the
+/// process's hash seed: sorting makes the same set give the same bytes in any process.
+pub(crate) fn sorted_items<'py>(
+    obj: &Bound<'py, PyAny>,
+    n: usize,
+) -> Result<Option<Bound<'py, PyList>>> {
+    let mut items = Vec::with_capacity(n);
+    let mut kind: *mut ffi::PyTypeObject = std::ptr::null_mut();
+    for item in obj.try_iter()? {
+        let item = item?;
+        // SAFETY: reading the type of a live object.
+        let ty = unsafe { ffi::Py_TYPE(item.as_ptr()) };
+        let sortable = ty == &raw mut ffi::PyUnicode_Type
+            || ty == &raw mut ffi::PyLong_Type
+            || ty == &raw mut ffi::PyBytes_Type;
+        if !sortable || (!kind.is_null() && kind != ty) {
+            return Ok(None);
+        }
+        kind = ty;
+        items.push(item);
+    }
+    if items.len() != n {
+        return Err(Error::Encode(
+            "a set changed size while it was being serialized".to_owned(),
+        ));
+    }
+    let list = PyList::new(obj.py(), items)?;
+    list.sort()?;
+    Ok(Some(list))
 }

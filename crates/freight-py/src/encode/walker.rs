@@ -11,7 +11,7 @@ use std::sync::Arc;
 use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyString};
 
 use crate::buffer::RawBuffer;
 use crate::encode::dispatch::Dispatch;
@@ -444,7 +444,7 @@ impl<'a, 'py> Walker<'a, 'py> {
     fn set_like(&mut self, obj: &Bound<'py, PyAny>, tag: Tag) -> Result<()> {
         let n = obj.len()?;
         if n > 1 {
-            if let Some(sorted) = sorted_items(obj, n)? {
+            if let Some(sorted) = crate::encode::stdlib::sorted_items(obj, n)? {
                 self.w.container(tag, n);
                 for item in sorted.iter() {
                     // The set, the sorted list and `item` each hold a reference.
@@ -585,35 +585,4 @@ impl<'a, 'py> Walker<'a, 'py> {
     pub fn py(&self) -> Python<'py> {
         self.py
     }
-}
-
-/// The items of a set in sorted order when they are all exact str, all exact int or all exact
-/// bytes (the sets whose order Python can sort without running user code), else None.
-///
-/// A set's iteration order depends on its insertion history and, for str and bytes, on the
-/// process's hash seed: sorting makes the same set give the same bytes in any process.
-fn sorted_items<'py>(obj: &Bound<'py, PyAny>, n: usize) -> Result<Option<Bound<'py, PyList>>> {
-    let mut items = Vec::with_capacity(n);
-    let mut kind: *mut ffi::PyTypeObject = std::ptr::null_mut();
-    for item in obj.try_iter()? {
-        let item = item?;
-        // SAFETY: reading the type of a live object.
-        let ty = unsafe { ffi::Py_TYPE(item.as_ptr()) };
-        let sortable = ty == &raw mut ffi::PyUnicode_Type
-            || ty == &raw mut ffi::PyLong_Type
-            || ty == &raw mut ffi::PyBytes_Type;
-        if !sortable || (!kind.is_null() && kind != ty) {
-            return Ok(None);
-        }
-        kind = ty;
-        items.push(item);
-    }
-    if items.len() != n {
-        return Err(Error::Encode(
-            "a set changed size while it was being serialized".to_owned(),
-        ));
-    }
-    let list = PyList::new(obj.py(), items)?;
-    list.sort()?;
-    Ok(Some(list))
 }
