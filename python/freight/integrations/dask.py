@@ -17,8 +17,9 @@ What it does, and why in two ways (from distributed's own code, 2026.8):
    and the results it receives. :func:`install` puts "freight" first there. What freight cannot
    encode, whatever it raises, is passed on to the next family (``NotImplementedError``, the
    only exception Dask passes on), and so are the types Dask has a handler for and freight no
-   encoding of its own (a user's ``dask_serialize``, torch's ``Module``), and torch tensors with
-   a ``.grad`` (Dask's handler sends it; freight's does not).
+   encoding of its own (a user's ``dask_serialize``, torch's ``Module``), torch tensors with
+   a ``.grad`` (Dask's handler sends it; freight's does not), and numpy arrays that are not one
+   contiguous block (broadcast, strided: Dask's handler sends a broadcast array unexpanded).
 2. **Per type** (``dask_serialize`` / ``dask_deserialize``): task arguments inside the graph are
    pickled, worker-to-worker transfers use ``("dask", "pickle")`` and spilling uses the defaults,
    so a family alone never reaches them. freight registers itself for the types where it beats
@@ -115,7 +116,7 @@ def _decode(frames: list[Any], path: str) -> Any:
 
 def _family_dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
     cls = type(x)
-    if _leaves_to_dask(cls) or _loses(x):
+    if _leaves_to_dask(cls) or _loses(x) or _strided(x):
         raise NotImplementedError(f"a {cls.__qualname__} goes through Dask's own handler for it")
     try:
         return _encode(x, "family")
@@ -164,6 +165,23 @@ def _freight_encodes(cls: type) -> bool:
     if cls in view:
         return True
     return any(getattr(view.get(base), "subclasses", False) for base in cls.__mro__[1:])
+
+
+def _strided(x: Any) -> bool:
+    """A numpy array whose memory is not one contiguous block (a broadcast array, a strided
+    slice, a transposed view): Dask's numpy handler sends a zero-stride (broadcast) array as its
+    base data with the strides, unexpanded, where freight's encoding is a contiguous copy of every
+    element (a 80 MB broadcast of a 8 KB row: 8 KB on Dask's path, the whole array on freight's).
+    Contiguous arrays (C or Fortran order) cost the same either way (views, no copy: measured in
+    docs/integrations/dask.md) and stay in the family."""
+    flags = getattr(x, "flags", None)
+    if flags is None or not _is_ndarray(type(x)):
+        return False
+    return not (flags.c_contiguous or flags.f_contiguous)
+
+
+def _is_ndarray(cls: type) -> bool:
+    return any(base.__module__ == "numpy" and base.__name__ == "ndarray" for base in cls.__mro__)
 
 
 def _loses(x: Any) -> bool:
