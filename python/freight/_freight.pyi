@@ -25,6 +25,7 @@ __all__ = [
     "inspect",
     "verify",
     "_envelope",
+    "_registry_changed",
     "string_array_valid",
     "compressed_indices_error",
     "arrow_dumps",
@@ -322,6 +323,10 @@ class PickleSource:
 # --------------------------------------------------------------------------------------------
 
 # Built with the `testing` cargo feature only (make build turns it on).
+def _registry_changed() -> None:
+    """Called by ``Registry`` when its views change: the types the walker found no serializer
+    for are looked up again."""
+
 def _envelope(
     tree: bytes,
     frames: list[Buffer] = ...,

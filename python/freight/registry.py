@@ -29,6 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from freight import _freight
 from freight.exceptions import FreightWarning, MissingDependencyError, SerializationError, UnknownTagError
 
 __all__ = ["Entry", "Registry", "GLOBAL", "BUILTINS"]
@@ -287,6 +288,8 @@ class Registry:
         return layers
 
     def _rebuild(self) -> None:
+        # The Rust side remembers types it found no serializer for: they may have one now.
+        _freight._registry_changed()
         view: dict[type, Entry] = {}
         for layer in reversed(self._layers()):
             view.update(layer._by_type)
