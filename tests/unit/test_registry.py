@@ -636,3 +636,37 @@ def test_malformed_serializers_are_rejected_at_registration():
         codec.register(NoDeserialize())
     with pytest.raises(freight.SerializationError):
         codec.register(VectorSerializer(), types=("not a class",))
+
+
+class _LateRegistered:
+    """A module-level class (pickles by reference) that gets a serializer after freight met it."""
+
+    def __init__(self, v=1):
+        self.v = v
+
+
+class _LateSerializer:
+    tag = "tests.late"
+    types = (_LateRegistered,)
+    safe = True
+
+    def serialize(self, obj):
+        return obj.v, []
+
+    def deserialize(self, meta, frames):
+        return _LateRegistered(meta)
+
+
+def test_a_type_met_before_its_serializer_was_registered_uses_it_afterwards():
+    # The walker remembers types it found no serializer for; a registration must make it look again.
+    inside = freight.inspect(freight.dumps([_LateRegistered(), {"k": _LateRegistered()}]))
+    assert inside["needs_pickle"] and "tests.late" not in inside["tags"]
+    freight.register(_LateSerializer())
+    try:
+        info = freight.inspect(freight.dumps([_LateRegistered(2), {"k": _LateRegistered(3)}]))
+        assert info["tags"] == ["tests.late"] and not info["needs_pickle"]
+        back = freight.loads(freight.dumps([_LateRegistered(2)]), allow_pickle=False)
+        assert back[0].v == 2
+    finally:
+        freight.unregister("tests.late")
+    assert freight.inspect(freight.dumps([_LateRegistered()]))["needs_pickle"]  # and forgets it again
