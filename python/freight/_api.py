@@ -4,11 +4,12 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 from __future__ import annotations
 
 import datetime
+import operator
 import os
 import sys
 import warnings
 from collections.abc import Iterable
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from freight import _freight
 from freight.exceptions import OptionError, checks_options
@@ -47,6 +48,7 @@ def codec_option_error(exc: TypeError, public: str, method: str, extra: Iterable
 
 __all__ = [
     "Freight",
+    "FreightOptions",
     "dumps",
     "loads",
     "dumps_frames",
@@ -58,6 +60,172 @@ __all__ = [
     "register",
     "unregister",
 ]
+
+# What the codec uses when an option is left out (crates/freight-py/src/options.rs, compress.rs).
+_ZSTD_DEFAULT_LEVEL = 3
+_AUTO_DEFAULT_SPEED = 1_000_000_000
+_DEFAULT_MAX_SIZE = 16 << 30
+
+
+def _normal_compression(value: Any) -> Any:
+    """``compression=`` in one spelling per behaviour: None (also ``"none"``), ``"lz4"``,
+    ``"zstd"`` (also ``("zstd", 3)``) or ``("zstd", level)``, ``"auto"`` (also
+    ``("auto", 1e9)``) or ``("auto", bytes_per_second)`` as an int (the codec truncates it).
+    Values the codec would refuse are kept as given (lists as tuples, to stay hashable)."""
+    if value is None or value == "none":
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str):
+        name, setting = value
+        try:
+            if name == "lz4":
+                return "lz4"
+            if name == "zstd":
+                level = operator.index(setting)
+                return "zstd" if level == _ZSTD_DEFAULT_LEVEL else ("zstd", level)
+            if name == "auto":
+                speed = int(float(setting))
+                return "auto" if speed == _AUTO_DEFAULT_SPEED else ("auto", speed)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        return (name, setting)
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _normal_key(key: Any) -> Any:
+    """``key=`` as bytes, or a tuple of bytes for several (one key in a list is that key)."""
+    if key is None:
+        return None
+    if isinstance(key, (list, tuple)):
+        keys = tuple(_normal_key(k) for k in key)
+        return keys[0] if len(keys) == 1 else keys
+    try:
+        return bytes(key)
+    except TypeError:
+        return key  # refused by the codec
+
+
+def _normal_tags(tags: Any) -> tuple[str, ...] | None:
+    if tags is None:
+        return None
+    if isinstance(tags, str):
+        raise TypeError("allowed_tags is a list of serializer tags, not one string")
+    return tuple(sorted(set(tags)))
+
+
+_NAMES = (
+    "allow_pickle",
+    "zero_copy",
+    "verify",
+    "checksum",
+    "compression",
+    "key",
+    "max_size",
+    "allowed_tags",
+    "strict_versions",
+)
+
+
+class FreightOptions:
+    """The options of a :class:`Freight` (``Freight.options``): read-only, comparable, hashable,
+    each in one spelling per behaviour, so equal options mean the same encoding and decoding.
+
+    ``compression``: None (``"none"`` too), ``"lz4"``, ``"zstd"`` or ``("zstd", level)`` (a level
+    other than 3), ``"auto"`` or ``("auto", bytes_per_second)`` (other than 1e9, as an int).
+    ``key``: bytes, or a tuple of bytes (several keys; a list of one key is that key).
+    ``max_size``: None for the default (16 GiB, also when given as such). ``allowed_tags``: None,
+    or the tags as a sorted tuple without duplicates (their order means nothing).
+
+    ``as_dict()`` gives them as keyword arguments (``Freight(**options.as_dict())``);
+    ``replace(**changes)`` a copy with some changed. The repr never shows the key.
+    (A slotted class rather than a frozen dataclass: ``dataclasses`` imports ``inspect``, which
+    ``import freight`` does not.)"""
+
+    __slots__ = _NAMES
+    NAMES: ClassVar[tuple[str, ...]] = _NAMES
+
+    allow_pickle: bool
+    zero_copy: bool
+    verify: bool | None
+    checksum: bool
+    compression: Any
+    key: bytes | tuple[bytes, ...] | None
+    max_size: int | None
+    allowed_tags: tuple[str, ...] | None
+    strict_versions: bool
+
+    def __init__(
+        self,
+        allow_pickle: bool = True,
+        zero_copy: bool = False,
+        verify: bool | None = None,
+        checksum: bool = False,
+        compression: Any = None,
+        key: Any = None,
+        max_size: int | None = None,
+        allowed_tags: Iterable[str] | None = None,
+        strict_versions: bool = False,
+    ) -> None:
+        normal = {
+            "allow_pickle": bool(allow_pickle),
+            "zero_copy": bool(zero_copy),
+            "verify": None if verify is None else bool(verify),
+            "checksum": bool(checksum),
+            "compression": _normal_compression(compression),
+            "key": _normal_key(key),
+            "max_size": None if max_size is None or max_size == _DEFAULT_MAX_SIZE else max_size,
+            "allowed_tags": _normal_tags(allowed_tags),
+            "strict_versions": bool(strict_versions),
+        }
+        for name, value in normal.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"FreightOptions are read-only (use .replace({name}=...) or Freight.replace)")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("FreightOptions are read-only")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as keyword arguments of :class:`Freight` (a new dict)."""
+        return {name: getattr(self, name) for name in _NAMES}
+
+    def replace(self, **changes: Any) -> FreightOptions:
+        """A copy with these options changed (normalised).
+
+        Raises:
+            OptionError: a name that is not an option.
+        """
+        for name in changes:
+            if name not in _NAMES:
+                raise OptionError.unexpected("FreightOptions.replace", name, _NAMES)
+        return type(self)(**{**self.as_dict(), **changes})
+
+    def changed(self) -> dict[str, Any]:
+        """The options that differ from a plain ``Freight()``'s (a new dict)."""
+        return {k: v for k, v in self.as_dict().items() if v != getattr(_PLAIN, k)}
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _NAMES)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), self._values())
+
+    def __repr__(self) -> str:
+        parts = (f"{k}={'<set>' if k == 'key' and v is not None else repr(v)}" for k, v in self.as_dict().items())
+        return f"FreightOptions({', '.join(parts)})"
+
+
+_PLAIN = FreightOptions()
 
 
 class Freight:
@@ -107,19 +275,10 @@ class Freight:
         strict_versions: bool = False,
         registry: Registry | None = None,
     ):
-        # What pickling needs to build an equivalent instance (see __reduce__).
-        self._options: dict[str, Any] = {
-            "allow_pickle": allow_pickle,
-            "zero_copy": zero_copy,
-            "verify": verify,
-            "checksum": checksum,
-            "compression": compression,
-            "key": key,
-            "max_size": max_size,
-            "allowed_tags": None if allowed_tags is None else list(allowed_tags),
-            "strict_versions": strict_versions,
-        }
+        if allowed_tags is not None and not isinstance(allowed_tags, str):  # a str: the codec refuses it
+            allowed_tags = list(allowed_tags)
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
+        # The codec checks every option (and raises its errors) before they are normalised.
         self._codec = _freight.Codec(
             self.registry,
             allow_pickle=allow_pickle,
@@ -129,7 +288,18 @@ class Freight:
             compression=compression,
             key=key,
             max_size=max_size,
-            allowed_tags=self._options["allowed_tags"],
+            allowed_tags=allowed_tags,
+            strict_versions=strict_versions,
+        )
+        self._opts = FreightOptions(
+            allow_pickle=allow_pickle,
+            zero_copy=zero_copy,
+            verify=verify,
+            checksum=checksum,
+            compression=compression,
+            key=key,
+            max_size=max_size,
+            allowed_tags=allowed_tags,
             strict_versions=strict_versions,
         )
         # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
@@ -139,6 +309,43 @@ class Freight:
         # For stores: the dumps layout as parts over the objects' memory (NativeStore.put_parts).
         self._dumps_parts = self._codec.dumps_parts
         self.loads_frames = self._codec.loads_frames
+
+    @property
+    def options(self) -> FreightOptions:
+        """This instance's options (read-only, normalised: see :class:`FreightOptions`)."""
+        return self._opts
+
+    @property
+    def _options(self) -> dict[str, Any]:
+        # Deprecated: use ``options``. Kept for callers of the old private dict (a new dict).
+        options = self._opts.as_dict()
+        if options["allowed_tags"] is not None:
+            options["allowed_tags"] = list(options["allowed_tags"])
+        return options
+
+    def replace(self, **changes: Any) -> Freight:
+        """A new :class:`Freight` with these options changed, the others as here, over the same
+        registry layer (``registry=`` to give another): ``f.replace(allow_pickle=False)``.
+        Equal to this one when nothing changes.
+
+        Raises:
+            OptionError: a name that is not an option of :class:`Freight`.
+        """
+        for name in changes:
+            if name not in _NAMES and name != "registry":
+                raise OptionError.unexpected("Freight.replace", name, [*_NAMES, "registry"])
+        registry = changes.pop("registry", self.registry)
+        return type(self)(registry=registry, **{**self._opts.as_dict(), **changes})
+
+    def __eq__(self, other: object) -> bool:
+        """Equal: the same class, equal :attr:`options` and the same registry layer (the same
+        object: layers are mutable, so two with the same serializers today may differ later)."""
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.registry is other.registry and self._opts == other._opts  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._opts, id(self.registry)))
 
     def register(
         self,
@@ -214,13 +421,18 @@ class Freight:
         its imports registered); this instance's own layer travels with its serializers, which
         must pickle themselves (by reference for module-level classes, as pickle does), else
         :class:`SerializationError` says to register them in a module the workers import.
-        ``copy.copy`` shares the registry layer; ``copy.deepcopy`` copies it."""
+        ``copy.copy`` shares the registry layer; ``copy.deepcopy`` copies it.
+
+        The copy is equal to the original (``==``) when it has the same registry layer: over the
+        global registry (which travels by reference) and after ``copy.copy``; a layer of its own
+        comes back as a new layer, with the same serializers but changed independently."""
         if self is _DEFAULT:
             return "_DEFAULT"  # the module-level instance: the unpickling side's own one
-        return (_rebuild, (type(self), self._options, self.registry))
+        return (_rebuild, (type(self), self._opts.as_dict(), self.registry))
 
     def __repr__(self) -> str:
-        return f"<freight.Freight registry={self.registry!r}>"
+        changed = "".join(f" {k}={'<set>' if k == 'key' else repr(v)}" for k, v in self._opts.changed().items())
+        return f"<freight.Freight{changed} registry={self.registry!r}>"
 
 
 def _rebuild(cls: type[Freight], options: dict[str, Any], registry: Registry) -> Freight:

@@ -46,6 +46,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import freight
+from freight import _api
 from freight.exceptions import FreightError
 
 if TYPE_CHECKING:
@@ -83,8 +84,8 @@ class MissingKeyError(FreightError):
 
 # name -> {"key": bytes | list[bytes] | None, "allow_pickle": bool | None}, set by configure().
 _CONFIG: dict[str, dict[str, Any]] = {}
-# (options, key) -> Freight: one codec per configuration per process, built on first use.
-_CODECS: dict[tuple[Any, ...], freight.Freight] = {}
+# Options (the key included) -> Freight: one codec per configuration per process, built on first use.
+_CODECS: dict[_api.FreightOptions, freight.Freight] = {}
 _LOCK = threading.Lock()
 
 
@@ -173,6 +174,8 @@ class _StoreCodec:
             options["allowed_tags"] = list(options["allowed_tags"])
         self.store = store
         self.options = options
+        # Normalised (compression="zstd" and ("zstd", 3) alike): for equality and the codec cache.
+        self._normal = _api.FreightOptions(**options)
         self.signed = bool(signed)
         # proxystore names the deserializer in its error messages with obj.__qualname__.
         self.__qualname__ = type(self).__qualname__
@@ -185,10 +188,10 @@ class _StoreCodec:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return (self.store, self.options, self.signed) == (other.store, other.options, other.signed)  # type: ignore[attr-defined]
+        return (self.store, self._normal, self.signed) == (other.store, other._normal, other.signed)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self), self.store, self.signed, repr(sorted(self.options.items()))))
+        return hash((type(self), self.store, self.signed, self._normal))
 
     def __repr__(self) -> str:
         args = "".join(f", {k}={v!r}" for k, v in self.options.items())
@@ -213,17 +216,22 @@ class _StoreCodec:
                 f"in this process (e.g. as the ProcessPoolExecutor initializer), or set the environment "
                 f"variable {self._env_var} or FREIGHT_KEY"
             )
-        options = self.options
-        if allow_pickle is False and options.get("allow_pickle", True):
-            options = {**options, "allow_pickle": False}
-        ident = (repr(sorted(options.items())), repr(key))
-        codec = _CODECS.get(ident)
+        wanted = (
+            self._normal.replace(key=key, allow_pickle=False)
+            if allow_pickle is False
+            else self._normal.replace(key=key)
+        )
+        try:
+            codec = _CODECS.get(wanted)
+        except TypeError:  # an option value that cannot be hashed: the codec refuses it below
+            codec = None
         if codec is None:
-            codec = freight.Freight(key=key, **options)
+            # The module-level Freight with these options, over the global registry.
+            codec = _api._DEFAULT.replace(**wanted.as_dict())
             with _LOCK:
                 if len(_CODECS) > 64:
                     _CODECS.clear()
-                codec = _CODECS.setdefault(ident, codec)
+                codec = _CODECS.setdefault(wanted, codec)
         self._cached = (conf, env, codec)
         return codec
 

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import freight
+from freight import _api
 from freight.exceptions import FreightError
 
 __all__ = [
@@ -74,7 +75,8 @@ _INBAND = 4096
 
 _LOCK = threading.Lock()
 _INSTALLED: dict[type, str] = {}
-_COMPRESSION: Any = None
+# What this process writes with: the module-level Freight, or it with install()'s compression.
+_CODEC: freight.Freight = _api._DEFAULT
 
 
 class RayNotStartedError(FreightError, RuntimeError):
@@ -88,7 +90,7 @@ def serialize(obj: Any) -> tuple[Any, ...]:
     name = _INSTALLED.get(type(obj))
     if name in MIN_BYTES and getattr(obj, _SIZE[name])() < MIN_BYTES[name]:
         return _own_reduction(obj)
-    frames = freight.dumps_frames(obj, compression=_COMPRESSION) if _COMPRESSION else freight.dumps_frames(obj)
+    frames = _CODEC.dumps_frames(obj)
     return tuple(
         bytes(f) if (i == 0 or memoryview(f).nbytes < _INBAND) else pickle.PickleBuffer(f) for i, f in enumerate(frames)
     )
@@ -197,12 +199,12 @@ def install(types: Iterable[str | type] | None = None, *, compression: Any = Non
             "freight.integrations.ray.install() needs a connected Ray: call ray.init(...) first "
             "(workers register through ray.init(runtime_env=freight.integrations.ray.runtime_env()))"
         )
-    global _COMPRESSION
-    if compression is not None:
-        freight.Freight(compression=compression)  # validates it here, not at the first put
+    global _CODEC
+    # Checks the compression here, not at the first put.
+    codec = _api._DEFAULT.replace(compression=compression) if compression is not None else _api._DEFAULT
     resolved = _resolve(types)
     with _LOCK:
-        _COMPRESSION = compression
+        _CODEC = codec
         for cls, name in resolved.items():
             ray.util.register_serializer(cls, serializer=serialize, deserializer=deserialize)
             _INSTALLED[cls] = name
@@ -261,7 +263,7 @@ def runtime_env(
         _resolve(names)  # fails here, in the driver, on a bad name or numpy
         env_vars[_ENV_TYPES] = ",".join(names)
     if compression is not None:
-        freight.Freight(compression=compression)
+        _api._DEFAULT.replace(compression=compression)  # checks it here, in the driver
         env_vars[_ENV_COMPRESSION] = str(compression)
     if env_vars:
         env["env_vars"] = env_vars

@@ -51,15 +51,21 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc,valid-type]
     """
 
     def __init__(self, **options: Any) -> None:
-        self._options: dict[str, Any] = dict(options)
-        # Pickled with the serializer: a Freight pickles as its options (and its own registry
-        # layer), the module-level one as a reference to the workers' module-level one.
-        self._freight: freight.Freight = freight.Freight(**options) if options else _api._DEFAULT
+        # The module-level Freight with these options changed, over the global registry: pickled
+        # with the serializer as its options and a reference to the workers' global registry
+        # (with no options, the module-level one itself, by reference).
+        self._freight: freight.Freight = _api._DEFAULT.replace(**options) if options else _api._DEFAULT
+        self._given = dict(options)  # as given, for options and repr
 
     @property
     def options(self) -> dict[str, Any]:
-        """The options for :class:`freight.Freight` (a copy)."""
-        return dict(self._options)
+        """The options given for :class:`freight.Freight` (a copy); ``freight.options`` has them all."""
+        return dict(self._given)
+
+    @property
+    def freight(self) -> freight.Freight:
+        """The :class:`freight.Freight` this serializer encodes and decodes with."""
+        return self._freight
 
     def serialize(self, obj: Any) -> bytes:  # type: ignore[override]
         """Encodes ``obj`` (a task function, an argument or a result) with freight."""
@@ -71,13 +77,14 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc,valid-type]
         return self._freight.loads(payload)
 
     def __eq__(self, other: object) -> bool:
+        """Equal when their :class:`freight.Freight` are: the same options, however spelled."""
         if type(other) is not type(self):
             return NotImplemented
-        return self._options == other._options  # type: ignore[attr-defined]
+        return self._freight == other._freight  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
-        return hash((type(self), tuple(sorted((k, repr(v)) for k, v in self._options.items()))))
+        return hash((type(self), self._freight))
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self._options.items())
+        args = ", ".join(f"{k}={'<set>' if k == 'key' else repr(v)}" for k, v in self._given.items())
         return f"{type(self).__name__}({args})"
