@@ -29,13 +29,27 @@ ENGINES = {
     "proxystore": "proxystore",
     "ray": "ray",
     "multiprocessing": "multiprocessing",
+    "joblib": "joblib",
+    "celery": "celery",
+    "parsl": "parsl",
+    "mpi4py": "mpi4py",
 }
 SERIALIZERS = ("default", "freight")
 TINY = ("tiny tasks", "tiny values")
 
 
-def target(workload: str) -> float:
-    return 0.95 if workload.startswith(TINY) else 1.5
+#: Engines whose integration moves large values through shared memory (the multiprocessing issue):
+#: their arrays and DataFrames must go ≥ 10× faster, not 1.5×.
+SHARED_MEMORY = ("multiprocessing", "concurrent.futures", "joblib")
+LARGE = ("64 MiB arrays", "100k-row DataFrames", "1 GiB array")
+
+
+def target(workload: str, engine: str = "") -> float:
+    if workload.startswith(TINY):
+        return 0.95
+    if engine in SHARED_MEMORY and workload.startswith(LARGE):
+        return 10.0
+    return 1.5
 
 
 def _child(engine: str, serializer: str, quick: bool) -> list[dict[str, Any]]:
@@ -89,7 +103,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "engine": engine, "workload": workload, "tasks": row["tasks"],
             "default_s": row["seconds"], "freight_s": fr["seconds"],
             "default_per_s": row["tasks"] / row["seconds"], "freight_per_s": fr["tasks"] / fr["seconds"],
-            "ratio": ratio, "target": target(workload), "met": ratio >= target(workload),
+            "ratio": ratio, "target": target(workload, engine), "met": ratio >= target(workload, engine),
             "same_path": row.get("same_path"),
         })  # fmt: skip
     return lines

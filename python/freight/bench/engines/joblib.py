@@ -1,0 +1,38 @@
+"""joblib, end to end: ``Parallel(n_jobs=2)`` on the loky backend, joblib's default pickling
+against :func:`freight.integrations.joblib.install`. Values are task arguments and come back as
+results (``echo``); closures travel by value (loky pickles with cloudpickle) and are called there.
+
+numpy *arguments* keep joblib's memmapping either way (its per-call reducers win over registered
+ones), and numpy *results* keep its pipe: so the array row measures what a user gets, not freight's
+shared memory alone. pandas (the DataFrame row) goes through shared memory with freight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from freight.bench.engines import tasks
+
+
+def _batch(parallel: Any, workload: str, values: list[Any]) -> list[Any]:
+    from joblib import delayed
+
+    if workload == "tiny tasks":
+        return parallel(delayed(tasks.inc)(v) for v in values)
+    if workload == "closures carrying arrays":
+        return parallel(delayed(tasks.call)(fn, i) for i, fn in enumerate(values))
+    return parallel(delayed(tasks.echo)(v) for v in values)
+
+
+def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
+    from joblib import Parallel
+    from joblib.externals.loky import get_reusable_executor
+
+    if serializer == "freight":
+        import freight.integrations.joblib as fj
+
+        fj.install()  # before the first Parallel: loky's workers get freight when they start
+    # one Parallel for all batches: its loky executor (and its 2 workers) are reused between them
+    with Parallel(n_jobs=2, backend="loky") as parallel:
+        rows = tasks.measure_workloads("joblib", serializer, quick, lambda w, v: _batch(parallel, w, v))
+    get_reusable_executor().shutdown(wait=True)
+    return rows
