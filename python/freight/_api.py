@@ -279,29 +279,19 @@ class Freight:
             allowed_tags = list(allowed_tags)
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
         # The codec checks every option (and raises its errors) before they are normalised.
-        self._codec = _freight.Codec(
-            self.registry,
-            allow_pickle=allow_pickle,
-            zero_copy=zero_copy,
-            verify=verify,
-            checksum=checksum,
-            compression=compression,
-            key=key,
-            max_size=max_size,
-            allowed_tags=allowed_tags,
-            strict_versions=strict_versions,
-        )
-        self._opts = FreightOptions(
-            allow_pickle=allow_pickle,
-            zero_copy=zero_copy,
-            verify=verify,
-            checksum=checksum,
-            compression=compression,
-            key=key,
-            max_size=max_size,
-            allowed_tags=allowed_tags,
-            strict_versions=strict_versions,
-        )
+        given = {
+            "allow_pickle": allow_pickle,
+            "zero_copy": zero_copy,
+            "verify": verify,
+            "checksum": checksum,
+            "compression": compression,
+            "key": key,
+            "max_size": max_size,
+            "allowed_tags": allowed_tags,
+            "strict_versions": strict_versions,
+        }
+        self._codec = _freight.Codec(self.registry, **given)
+        self._opts = FreightOptions(**given)
         # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
         self.dumps = self._codec.dumps
         self.loads = self._codec.loads

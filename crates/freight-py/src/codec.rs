@@ -3,7 +3,7 @@
 //! then lay the envelope out and copy the frames with the GIL released. Loading opens the
 //! payload through freight-core and rebuilds the objects (decode/).
 
-use freight_core::envelope::EnvelopeWriter;
+use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -42,6 +42,12 @@ struct Prepared {
 }
 
 impl Prepared {
+    /// The envelope's description, with frame checksums when asked (compressed frames always).
+    fn spec(&self, checksum: bool) -> EnvelopeSpec<'_> {
+        let layouts = self.stored.iter().map(|s| s.layout).collect();
+        self.encoded.spec(layouts, checksum, self.key.is_some())
+    }
+
     /// Each frame's stored bytes: compressed, or the source as it is.
     fn frames(&self) -> Vec<&[u8]> {
         self.stored
@@ -164,11 +170,7 @@ impl Codec {
         key: Option<&Bound<'py, PyAny>>,
     ) -> Result<Bound<'py, PyBytes>> {
         let prepared = self.prepare(py, obj, compression, key)?;
-        let layouts = prepared.stored.iter().map(|s| s.layout).collect();
-        let checksum = checksum.unwrap_or(self.checksum);
-        let spec = prepared
-            .encoded
-            .spec(layouts, checksum, prepared.key.is_some());
+        let spec = prepared.spec(checksum.unwrap_or(self.checksum));
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
         // SAFETY: write_contiguous (and sign_contiguous) write all `total` bytes before `bytes`
@@ -202,10 +204,7 @@ impl Codec {
         key: Option<&Bound<'_, PyAny>>,
     ) -> Result<PayloadParts> {
         let prepared = self.prepare(py, obj, compression, key)?;
-        let layouts = prepared.stored.iter().map(|s| s.layout).collect();
-        let spec = prepared
-            .encoded
-            .spec(layouts, checksum, prepared.key.is_some());
+        let spec = prepared.spec(checksum);
         let mut writer = EnvelopeWriter::new(&spec);
         checksum_frames(py, &mut writer, &prepared.frames());
         let mut header = vec![0u8; writer.header_len()];
@@ -243,10 +242,7 @@ impl Codec {
         key: Option<&Bound<'py, PyAny>>,
     ) -> Result<Bound<'py, PyList>> {
         let prepared = self.prepare(py, obj, compression, key)?;
-        let layouts = prepared.stored.iter().map(|s| s.layout).collect();
-        let spec = prepared
-            .encoded
-            .spec(layouts, checksum, prepared.key.is_some());
+        let spec = prepared.spec(checksum);
         let mut writer = EnvelopeWriter::new(&spec);
         checksum_frames(py, &mut writer, &prepared.frames());
         let (encoded, stored, key) = (&prepared.encoded, &prepared.stored, &prepared.key);
