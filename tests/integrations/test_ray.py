@@ -238,3 +238,15 @@ def test_install_before_ray_init_and_bad_arguments(cluster):
         "FREIGHT_RAY_TYPES": "polars.dataframe.frame.DataFrame,torch.Tensor",
         "FREIGHT_RAY_COMPRESSION": "lz4",
     }
+
+
+def test_a_compression_with_a_setting_reaches_the_workers_as_the_driver_gave_it():
+    # The setup hook reads the compression back from an environment variable: a (name, setting)
+    # pair must survive that (str() of the tuple did not parse).
+    from freight.integrations.ray import _compression_from_env
+
+    for compression in ("lz4", "zstd", ("zstd", 9), ("zstd", -3), ("auto", 1e8), "auto"):
+        text = fr.runtime_env(compression=compression)["env_vars"]["FREIGHT_RAY_COMPRESSION"]
+        back = _compression_from_env(text)
+        assert back == compression
+        freight.Freight(compression=back)  # the worker's install() accepts it

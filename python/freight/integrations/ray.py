@@ -231,15 +231,31 @@ def setup_worker() -> None:
     the types and compression the environment variables ``FREIGHT_RAY_TYPES`` (comma-separated
     ``module.Class`` names) and ``FREIGHT_RAY_COMPRESSION`` name."""
     names = os.environ.get(_ENV_TYPES)
-    compression = os.environ.get(_ENV_COMPRESSION) or None
+    compression = _compression_from_env(os.environ.get(_ENV_COMPRESSION) or None)
     install([n for n in names.split(",") if n] if names else None, compression=compression)
+
+
+def _compression_to_env(compression: Any) -> str:
+    """``"lz4"``, ``("zstd", 9)`` -> ``"zstd:9"``, ``("auto", 1e8)`` -> ``"auto:100000000.0"``: a
+    text an environment variable can carry and :func:`_compression_from_env` reads back."""
+    if isinstance(compression, tuple):
+        name, setting = compression
+        return f"{name}:{setting!r}"
+    return str(compression)
+
+
+def _compression_from_env(text: str | None) -> Any:
+    if text is None or ":" not in text:
+        return text
+    name, _, setting = text.partition(":")
+    return (name, float(setting) if name == "auto" else int(setting))
 
 
 def runtime_env(
     base: dict[str, Any] | None = None,
     *,
     types: Iterable[str | type] | None = None,
-    compression: str | None = None,
+    compression: Any = None,
 ) -> dict[str, Any]:
     """A ``runtime_env`` for ``ray.init`` (or a job, task or actor) whose workers register freight
     when they start, merged into ``base`` (a copy; its own setup hook is refused).
@@ -247,7 +263,7 @@ def runtime_env(
     Args:
         base: another runtime_env to extend (``env_vars`` are merged).
         types: as for :func:`install`; classes are passed by name.
-        compression: as for :func:`install` (``"lz4"``, ``"zstd"``).
+        compression: as for :func:`install` (``"lz4"``, ``"zstd"``, ``("zstd", 9)``, ...).
     """
     env = dict(base or {})
     hook = "freight.integrations.ray.setup_worker"
@@ -264,7 +280,7 @@ def runtime_env(
         env_vars[_ENV_TYPES] = ",".join(names)
     if compression is not None:
         _api._DEFAULT.replace(compression=compression)  # checks it here, in the driver
-        env_vars[_ENV_COMPRESSION] = str(compression)
+        env_vars[_ENV_COMPRESSION] = _compression_to_env(compression)
     if env_vars:
         env["env_vars"] = env_vars
     return env
