@@ -273,7 +273,8 @@ def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tupl
     from distributed.protocol.serialize import register_serialization_family
 
     with _lock:
-        _codec = freight.Freight(**options) if options else _api._DEFAULT
+        # The global registry with these options (a misspelled one: OptionError, with a suggestion).
+        _codec = _api._DEFAULT.replace(**options) if options else _api._DEFAULT
         _min_bytes = int(min_bytes)
         register_serialization_family(FAMILY, _family_dumps, _family_loads)
         for module, name in types:
@@ -339,7 +340,7 @@ def install(client: Any, *, types: Iterable[tuple[str, str]] = TYPES, min_bytes:
         FreightError: a worker or the scheduler could not install freight (it names them and why;
             usually freight is not installed there).
     """
-    freight.Freight(**options)  # check the options here, once
+    _api._DEFAULT.replace(**options)  # check the options here, once
     types = tuple(tuple(t) for t in types)
     install_local(options, types=types, min_bytes=min_bytes)
     try:

@@ -318,13 +318,11 @@ class Store(MutableMapping[str, Any]):
         their own format, through this store (see :mod:`freight.storage.persistent`): e.g.
         ``store.register_persistent(persistent.DaskZarr())`` writes dask arrays as zarr arrays,
         chunk by chunk, and loads them back lazily. Values already saved are not rewritten."""
-        from freight._api import Freight
         from freight.registry import Registry
 
         if not self._persistent:
             # This store's own registry layer over its Freight's, with the same options.
-            options = dict(self.freight._options)
-            self.freight = Freight(registry=Registry(parent=self.freight.registry), **options)
+            self.freight = self.freight.replace(registry=Registry(parent=self.freight.registry))
         adapter = persistent.Adapter(serializer)
         self.freight.register(adapter, tag=adapter.tag, types=adapter.types, safe=True, replace=True)
         self._persistent.append(serializer)
@@ -341,7 +339,7 @@ class Store(MutableMapping[str, Any]):
 
     def _sign_key(self, key: Any) -> bytes | None:
         if key is None:
-            key = self.freight._options.get("key")
+            key = self.freight.options.key
         if key is None:
             return None
         if isinstance(key, (list, tuple)):
