@@ -270,14 +270,20 @@ def test_kill_9_sender_with_unread_message_leaks_nothing(tmp_path):
     script = tmp_path / "prog.py"
     script.write_text(
         textwrap.dedent("""
-        import multiprocessing as mp, sys, time
+        import glob, multiprocessing as mp, os, sys, time
         import numpy as np
         import freight.integrations.multiprocessing as fmp
+        from freight import shm
         if __name__ == "__main__":
             fmp.install()
             q = mp.get_context("spawn").Queue()
             q.put(np.ones(1 << 18))          # nobody reads it
-            time.sleep(0.5)                   # the feeder thread has written the message
+            # the feeder thread writes the segment when it pickles the message: wait for it,
+            # however busy the machine is
+            mine = f"{shm.DIRECTORY}/{shm.PREFIX}{os.getpid()}-*"
+            deadline = time.monotonic() + 60
+            while not glob.glob(mine) and time.monotonic() < deadline:
+                time.sleep(0.05)
             print("ready", flush=True)
             time.sleep(600)
     """)
