@@ -16,6 +16,10 @@ pub const MAGIC: [u8; 4] = *b"\x89FRT";
 pub const VERSION: u8 = 1;
 /// Frames start at offsets (from the payload's first byte) that are multiples of this.
 pub const ALIGN: usize = 64;
+
+mod parts;
+pub use parts::{Part, ZEROS};
+
 /// Size of the header checksum that ends the header.
 pub const HEADER_CHECKSUM_LEN: usize = 8;
 
@@ -121,19 +125,6 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     put_uvarint(out, s.len() as u64);
     out.extend_from_slice(s.as_bytes());
 }
-
-/// A part of the contiguous layout (see `EnvelopeWriter::parts`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
-    Header,
-    /// This many zero bytes (at most `ALIGN`: take them from `ZEROS`).
-    Padding(usize),
-    Frame(usize),
-    Signature,
-}
-
-/// Zero bytes for the padding before a frame.
-pub static ZEROS: [u8; ALIGN] = [0; ALIGN];
 
 /// Lays an envelope out and writes it. The header is written straight into the output (no
 /// intermediate copy of the tree); frame checksums are patched in as the frames are copied, and
@@ -271,39 +262,6 @@ impl<'a> EnvelopeWriter<'a> {
             end = frame_start(end, len, true) + len as usize;
         }
         end + if self.signed { sign::SIGNATURE_LEN } else { 0 }
-    }
-
-    /// The contiguous layout as the sequence of its parts, for writers that stream it (a store
-    /// writes the parts from the objects' own memory, never assembling the payload): the header,
-    /// each frame after its zero padding (`ZEROS[..n]`), then the signature when signed (over
-    /// every part before it: `sign::sign`). The same bytes `write_contiguous` writes.
-    pub fn parts(&self) -> Vec<Part> {
-        let mut parts = Vec::with_capacity(2 * self.frame_lens.len() + 2);
-        parts.push(Part::Header);
-        let mut end = self.header_len();
-        for (i, &len) in self.frame_lens.iter().enumerate() {
-            let start = frame_start(end, len, true);
-            if start > end {
-                parts.push(Part::Padding(start - end));
-            }
-            parts.push(Part::Frame(i));
-            end = start + len as usize;
-        }
-        if self.signed {
-            parts.push(Part::Signature);
-        }
-        parts
-    }
-
-    /// Sets every frame's checksum from its stored bytes (`frames`: one per frame), for layouts
-    /// that are not written by `write_contiguous` (which checksums in the same pass as its copy).
-    pub fn checksum_frames(&mut self, frames: &[&[u8]]) {
-        for (i, frame) in frames.iter().enumerate() {
-            if self.has_checksum(i) {
-                let sum = checksum::frame_checksum(frame, self.block_checksum(i));
-                self.set_frame_checksum(i, sum);
-            }
-        }
     }
 
     /// Whether frame `i` gets a block checksum.

@@ -19,6 +19,7 @@ mod options;
 mod parts;
 mod storage;
 mod types;
+mod versions;
 
 use pyo3::prelude::*;
 
