@@ -19,7 +19,6 @@ mod options;
 mod parts;
 mod storage;
 mod types;
-mod versions;
 
 use pyo3::prelude::*;
 

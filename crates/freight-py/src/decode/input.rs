@@ -226,10 +226,37 @@ fn check_versions(py: Python<'_>, payload: &Payload<Input>, strict: bool) -> Res
     Ok(())
 }
 
-/// Whether `name` `version` is what this process runs (a library not imported yet is not: the
-/// Python check decides, and imports nothing).
+/// Whether `name` `version` is what this process runs (Python's minor version for "python"; a
+/// library's `__version__` once it is imported). Versions cannot change in a process: cached.
 fn is_current(py: Python<'_>, name: &str, version: &str) -> bool {
-    crate::versions::installed(py, name).is_some_and(|here| here == version)
+    thread_local!(static KNOWN: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) });
+    if let Some(known) = KNOWN.with(|k| {
+        k.borrow()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v == version)
+    }) {
+        return known;
+    }
+    let here = if name == "python" {
+        let v = py.version_info();
+        Some(format!("{}.{}", v.major, v.minor))
+    } else {
+        py.import("sys")
+            .and_then(|sys| sys.getattr("modules"))
+            .and_then(|modules| modules.get_item(name))
+            .and_then(|module| module.getattr("__version__"))
+            .and_then(|v| v.extract::<String>())
+            .ok()
+    };
+    match here {
+        Some(here) => {
+            let same = here == version;
+            KNOWN.with(|k| k.borrow_mut().push((name.to_owned(), here)));
+            same
+        }
+        None => false, // not imported yet: the Python check decides (and imports nothing)
+    }
 }
 
 impl DecodeCtx {

@@ -147,8 +147,7 @@ fn encode_pickled(
 
 /// The producer versions a payload with pickle records (pickled code is version-specific).
 fn pickle_versions(py: Python<'_>, cloud: bool) -> Result<Vec<(String, String)>> {
-    let python = crate::versions::installed(py, "python").unwrap_or_default();
-    let mut versions = vec![("python".to_owned(), python)];
+    let mut versions = vec![("python".to_owned(), python_version(py).to_owned())];
     if cloud {
         versions.push((
             "cloudpickle".to_owned(),
@@ -167,17 +166,51 @@ fn library_versions(
     arrays: bool,
     versions: &mut Vec<(String, String)>,
 ) -> Result<()> {
+    if tags.is_empty() && !arrays {
+        return Ok(());
+    }
+    // sys.modules, looked up once: the import machinery costs about a microsecond a call.
+    static MODULES: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    let modules = MODULES
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("sys")?.getattr("modules")?.unbind())
+        })?
+        .bind(py);
     // Arrays are numpy's whatever their tag: a reader of another numpy major version is told.
     let arrays = arrays.then_some("numpy");
     for top in arrays
         .into_iter()
         .chain(tags.iter().map(|tag| tag.split('.').next().unwrap_or(tag)))
     {
-        if versions.iter().all(|(name, _)| name != top) {
-            if let Some(version) = crate::versions::installed(py, top) {
-                versions.push((top.to_owned(), version));
+        if versions.iter().any(|(name, _)| name == top) {
+            continue;
+        }
+        // A library's version cannot change once it is imported: looked up once (a numpy
+        // array's dumps spent a tenth of its time asking numpy for its version).
+        thread_local!(static FOUND: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) });
+        if let Some(known) = FOUND.with(|f| f.borrow().iter().find(|(n, _)| n == top).cloned()) {
+            versions.push(known);
+            continue;
+        }
+        let Ok(module) = modules.get_item(top) else {
+            continue;
+        };
+        if let Ok(version) = module.getattr(pyo3::intern!(py, "__version__")) {
+            if let Ok(version) = version.extract::<String>() {
+                let entry = (top.to_owned(), version);
+                FOUND.with(|f| f.borrow_mut().push(entry.clone()));
+                versions.push(entry);
             }
         }
     }
     Ok(())
+}
+
+/// "3.11": the producer version a pickle payload records (code objects are version-specific).
+fn python_version(py: Python<'_>) -> &'static str {
+    static VERSION: pyo3::sync::PyOnceLock<String> = pyo3::sync::PyOnceLock::new();
+    VERSION.get_or_init(py, || {
+        let v = py.version_info();
+        format!("{}.{}", v.major, v.minor)
+    })
 }
