@@ -193,7 +193,7 @@ lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format -
 	$(VENV)/bin/ruff check $(PY_SRC)
 	$(VENV)/bin/ruff format --check $(PY_SRC)
 	@# --ignore-unused-allowlist: some entries apply to some Python versions only (see the file).
-	$(PY) -m mypy.stubtest freight._freight --allowlist python/freight/stubtest-allowlist.txt --ignore-unused-allowlist
+	$(PY) -m mypy.stubtest freight._freight --allowlist tools/stubtest-allowlist.txt --ignore-unused-allowlist
 
 .PHONY: format
 format: $(LINT_STAMP)  ## cargo fmt, ruff check --fix, ruff format

@@ -1,7 +1,7 @@
 """Type stubs of the Rust extension ``freight._freight`` (see crates/freight-py).
 
 Checked against the compiled module by ``make lint`` (``python -m mypy.stubtest freight._freight``,
-with ``stubtest-allowlist.txt``).
+with ``tools/stubtest-allowlist.txt``).
 """
 
 from collections.abc import Callable, Mapping, Sequence
