@@ -6,7 +6,6 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
-TEST_DEPS := maturin numpy pandas pyarrow scipy polars xarray zarr h5py s3fs boto3 "dask[array,dataframe,distributed]" torch tensorflow-cpu cloudpickle hypothesis pytest pytest-timeout psutil opengris-scaler matplotlib "proxystore[redis]" ray joblib scikit-learn "celery[redis]" parsl mpi4py
 
 .PHONY: help
 help:  ## Show this help
@@ -16,9 +15,21 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-$(STAMP): $(PY) Makefile | openmpi
-	$(PIP) install -q $(TEST_DEPS)
+# The build and test dependencies are pyproject.toml's: maturin, freight's own and the `test` extra
+# (tools/requirements.py expands the extras it composes). The list is rewritten only when it
+# changes, so editing pyproject.toml or this file for anything else installs nothing.
+REQUIREMENTS := $(VENV)/requirements-test.txt
+
+$(REQUIREMENTS): $(PY) FORCE
+	@$(PY) tools/requirements.py --build test > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+$(STAMP): $(REQUIREMENTS) | openmpi
+	$(PIP) install -q -r $(REQUIREMENTS)
 	touch $(STAMP)
+
+.PHONY: FORCE
+FORCE:
 
 .PHONY: install
 install: $(STAMP)  ## Create the virtualenv and install build and test dependencies
@@ -179,7 +190,7 @@ fuzz-asan: $(ASAN_LIB)  ## The Python campaign (FUZZ_S seconds) against an Addre
 
 LINT_DEPS := ruff mypy
 LINT_STAMP := $(VENV)/.lint-deps-installed
-PY_SRC := python tests benchmarks fuzz
+PY_SRC := python tests benchmarks fuzz tools
 
 $(LINT_STAMP): $(PY) Makefile
 	$(PIP) install -q $(LINT_DEPS)
