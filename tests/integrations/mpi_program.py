@@ -40,6 +40,45 @@ if mode == "refuse":
         print(json.dumps(report), flush=True)
     sys.exit(0)
 
+if mode == "wrap":
+    # wrap(comm): small values in one message (a plain recv reads them), large ones as header and
+    # frames (a plain recv refuses them, naming wrap); isend, ssend and sendrecv; mprobe refused
+    fm.install()
+    w = fm.wrap(comm)
+    big = np.arange(1 << 19, dtype=np.float64)  # 4 MiB: above INLINE_LIMIT
+    small = {"n": 3, "a": np.arange(10)}
+    if rank == 1:
+        w.send(small, dest=0, tag=1)
+        w.send(big, dest=0, tag=2)
+        w.isend(big, dest=0, tag=3).wait()
+        w.ssend(small, dest=0, tag=4)
+        got = w.sendrecv(big * 2, dest=0, sendtag=5, source=0, recvtag=6)
+        w.send(bool(np.array_equal(got, big * 3)), dest=0, tag=7)
+    else:
+        got = comm.recv(source=1, tag=1)  # the plain communicator: one message
+        report["small_one_message"] = got["n"] == 3 and np.array_equal(got["a"], np.arange(10))
+        try:
+            comm.recv(source=1, tag=2)
+            report["plain_recv_of_frames"] = None
+        except freight.DeserializationError as e:
+            report["plain_recv_of_frames"] = "wrap(comm)" in str(e)
+            status = MPI.Status()
+            for _ in range(2):  # drain what followed: the header and the frame
+                comm.Probe(source=1, tag=2, status=status)
+                comm.Recv(bytearray(status.Get_count(MPI.BYTE)), source=1, tag=2)
+        got = w.recv(source=1, tag=3)
+        report["isend_large"] = bool(np.array_equal(got, big) and got.flags.writeable)
+        report["ssend_small"] = w.recv(source=1, tag=4)["n"] == 3
+        got = w.sendrecv(big * 3, dest=1, sendtag=6, source=1, recvtag=5)
+        report["sendrecv"] = bool(np.array_equal(got, big * 2)) and w.recv(source=1, tag=7)
+        try:
+            w.mprobe(source=1)
+            report["mprobe"] = None
+        except freight.FreightError as e:
+            report["mprobe"] = "use recv" in str(e)
+        print(json.dumps(report), flush=True)
+    sys.exit(0)
+
 fm.install()
 arr = np.arange(1_000_000, dtype=np.float64).reshape(1000, 1000)
 df = pd.DataFrame({"i": np.arange(10_000), "s": [f"r{i % 13}" for i in range(10_000)]})

@@ -47,3 +47,10 @@ def test_lowercase_methods_in_band_and_out_of_band():
 
 def test_pickle_refused_with_allow_pickle_false():
     assert mpiexec("refuse") == {"size": 2, "refused": "UnsafePayloadError"}
+
+
+def test_wrap_sends_small_values_in_one_message_and_large_ones_out_of_band():
+    assert mpiexec("wrap") == {
+        "size": 2, "small_one_message": True, "plain_recv_of_frames": True, "isend_large": True,
+        "ssend_small": True, "sendrecv": True, "mprobe": True,
+    }  # fmt: skip
