@@ -27,7 +27,6 @@ from freight._freight import arrow_dumps, arrow_loads
 from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer, Pickled
 from freight.serializers import arrow_python as python_form
-from freight.serializers.arrow_python import _type_from, _type_wire  # noqa: F401 - used by pandas
 
 # The field metadata key that marks an extension type in Arrow IPC schema bytes.
 _EXTENSION_KEY = b"ARROW:extension:name"
@@ -65,7 +64,7 @@ def _comes_back(t: pa.ExtensionType) -> bool:
     """Whether pyarrow reads ``t`` back from its schema bytes as itself (same class, equal).
     Asked every time (8 us, for Python extension types only): registrations change."""
     try:
-        back = python_form._read_type(python_form._schema_of(t))
+        back = python_form.read_type(python_form.schema_bytes(t))
     except pa.ArrowException:
         return False
     return type(back) is type(t) and back == t

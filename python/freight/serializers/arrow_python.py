@@ -20,36 +20,41 @@ class _ByIpc(Exception):
     """This array's layout is sent as an IPC stream."""
 
 
-def _type_wire(t: pa.DataType) -> bytes:
+def type_wire(t: pa.DataType) -> bytes:
+    """An Arrow type as bytes (the IPC schema of one field of it), as payloads carry types (this
+    form, and pandas' ArrowDtype columns)."""
     if t.num_fields:
         # Not cached: nested types compare equal whatever their fields' metadata.
-        return _schema_of(t)
+        return schema_bytes(t)
     return _flat_type_wire(t)
 
 
-def _schema_of(t: pa.DataType) -> bytes:
+def schema_bytes(t: pa.DataType) -> bytes:
+    """``type_wire`` computed afresh (never cached)."""
     return pa.schema([pa.field("", t)]).serialize().to_pybytes()
 
 
 # Cached: a type repeated in one payload (a chunked array and its chunks, columns of one type)
 # is then one bytes object, which freight writes once and refers to after.
-_flat_type_wire = functools.lru_cache(maxsize=512)(_schema_of)
+_flat_type_wire = functools.lru_cache(maxsize=512)(schema_bytes)
 
 
-def _type_from(wire: bytes) -> pa.DataType:
+def type_from(wire: bytes) -> pa.DataType:
+    """The Arrow type of ``type_wire``'s bytes."""
     # Cached only when small (the cache must not keep payload memory alive) and not an
     # extension type (what it decodes to depends on whether its library registered it yet).
     if len(wire) <= _CACHED_WIRE_MAX and b"ARROW:extension:name" not in wire:
         return _cached_type_from(wire)
-    return _read_type(wire)
+    return read_type(wire)
 
 
-def _read_type(wire: bytes) -> pa.DataType:
+def read_type(wire: bytes) -> pa.DataType:
+    """``type_from`` read afresh (never cached)."""
     return pa.ipc.read_schema(pa.py_buffer(wire)).field(0).type
 
 
 _CACHED_WIRE_MAX = 512
-_cached_type_from = functools.lru_cache(maxsize=512)(_read_type)
+_cached_type_from = functools.lru_cache(maxsize=512)(read_type)
 
 
 def _children(arr: pa.Array) -> list[pa.Array]:
@@ -72,10 +77,10 @@ def _is_view(t: pa.DataType) -> bool:
 def _array_meta(arr: pa.Array, frames: list[Any]) -> dict[str, Any]:
     t = arr.type
     if isinstance(arr, pa.ExtensionArray):
-        return {"type": _type_wire(t), "storage": _array_meta(arr.storage, frames)}
+        return {"type": type_wire(t), "storage": _array_meta(arr.storage, frames)}
     if pa.types.is_dictionary(t):
         return {
-            "type": _type_wire(t),
+            "type": type_wire(t),
             "indices": _array_meta(arr.indices, frames),
             "dictionary": _array_meta(arr.dictionary, frames),
         }
@@ -91,7 +96,7 @@ def _array_meta(arr: pa.Array, frames: list[Any]) -> dict[str, Any]:
             frames.append(buf)
             buffers.append(len(frames) - 1)
     return {
-        "type": _type_wire(t),
+        "type": type_wire(t),
         "length": len(arr),
         "null_count": arr.null_count,  # not trusted on load (recounted); earlier readers need it
         "offset": arr.offset,
@@ -121,7 +126,7 @@ def _array_from(meta: dict[str, Any], frames: list[memoryview]) -> pa.Array:
         arr = pa.ipc.open_stream(pa.py_buffer(frames[_frame_index(meta["ipc"], frames)])).read_all().column(0).chunk(0)
         arr.validate(full=True)
         return arr
-    t = _type_from(meta["type"])
+    t = type_from(meta["type"])
     if "storage" in meta:
         storage = _array_from(meta["storage"], frames)
         if not isinstance(t, pa.BaseExtensionType):
@@ -201,11 +206,11 @@ def _validate(arr: pa.Array) -> None:
 
 def encode_chunked(arr: pa.ChunkedArray) -> tuple[dict[str, Any], list[Any]]:
     frames: list[Any] = []
-    return {"type": _type_wire(arr.type), "chunks": [_encode_array(c, frames) for c in arr.chunks]}, frames
+    return {"type": type_wire(arr.type), "chunks": [_encode_array(c, frames) for c in arr.chunks]}, frames
 
 
 def decode_chunked(meta: dict[str, Any], frames: list[memoryview]) -> pa.ChunkedArray:
-    return pa.chunked_array([_array_from(c, frames) for c in meta["chunks"]], type=_type_from(meta["type"]))
+    return pa.chunked_array([_array_from(c, frames) for c in meta["chunks"]], type=type_from(meta["type"]))
 
 
 def encode_batch(batch: pa.RecordBatch) -> tuple[dict[str, Any], list[Any]]:

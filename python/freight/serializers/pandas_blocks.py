@@ -1,9 +1,11 @@
-"""pandas DataFrames block by block, the way pickle sees them, and the labels of their axes.
+"""pandas DataFrames block by block, the way pickle sees them.
 
 Each numpy block (all the int64 columns, say) travels as one 2-D array with its column
 positions, datetime and timedelta blocks as their 2-D datetime64/timedelta64 values, extension
 blocks (categorical, str, nullable, period, ...) one column each through
-``freight.serializers.pandas``. Loading hands all blocks to pandas'
+``freight.serializers.pandas_columns``, which also writes and reads the frame's axes (labels).
+This module builds on that one and is imported by the serializers in
+``freight.serializers.pandas``; it imports neither back. Loading hands all blocks to pandas'
 ``create_dataframe_from_blocks`` at once, which takes them on trust, so everything it assumes
 is checked here first. The metadata: ``{"index", "columns", "blocks": [(values, placement),
 ...]}``, plus ``"attrs"`` when not empty and ``"allows_duplicate_labels": False`` when so, where
@@ -11,22 +13,26 @@ is checked here first. The metadata: ``{"index", "columns", "blocks": [(values, 
 array (a numpy block, or datetime64/timedelta64 for a tz-naive datetime or timedelta block),
 ``{"tz", "utc"}`` with 2-D UTC values for a tz-aware one, or one extension column's metadata.
 Payloads of earlier versions hold one entry per column under ``"data"`` (``frame_from_data``).
-
-Labels (``pd.Index`` of any kind, for frames, Series and categories) travel as their values'
-metadata, a RangeIndex as its bounds; an Index, or a CategoricalDtype, of few strings is cached
-(the same columns and categories come back payload after payload).
 """
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-# One column's values (and the serializers); read at call time, so either module may be imported first.
-from freight.serializers import pandas as _values
+from freight.serializers.pandas_columns import (
+    column_values,
+    dtype_from,
+    index_from,
+    index_meta,
+    tz_wire,
+    unshared,
+    values_from,
+    values_meta,
+    writable,
+)
 
 try:  # pandas >= 3: builds the frame from the arrays as they are (no inference, no copies)
     from pandas.api.internals import create_dataframe_from_blocks as _from_blocks
@@ -48,7 +54,7 @@ def frame_meta(df: pd.DataFrame) -> dict[str, Any]:
         blocks = None
     if blocks is None:  # a block layout this module does not know: one entry per column
         return columns_meta(df)
-    meta = {"index": _index_meta(df.index), "columns": _index_meta(df.columns), "blocks": blocks}
+    meta = {"index": index_meta(df.index), "columns": index_meta(df.columns), "blocks": blocks}
     attrs = df.attrs
     if attrs:
         meta["attrs"] = dict(attrs)
@@ -60,10 +66,10 @@ def frame_meta(df: pd.DataFrame) -> dict[str, Any]:
 def columns_meta(df: pd.DataFrame) -> dict[str, Any]:
     """The per-column form (what earlier versions wrote)."""
     return {
-        "columns": _index_meta(df.columns),
-        "index": _index_meta(df.index),
+        "columns": index_meta(df.columns),
+        "index": index_meta(df.index),
         # items(): half the cost of df.iloc[:, i] per column; duplicate labels are kept.
-        "data": [_values._values_meta(_values._column_values(column)) for _, column in df.items()],
+        "data": [values_meta(column_values(column)) for _, column in df.items()],
         "attrs": dict(df.attrs),
         "allows_duplicate_labels": df.flags.allows_duplicate_labels,
     }
@@ -81,10 +87,10 @@ def _blocks_wire(df: pd.DataFrame) -> list[tuple[Any, Any]] | None:
         if kind is np.ndarray:
             if values.ndim != 2:
                 return None
-            wire.append((_values._writable(values), _placement_wire(positions)))
+            wire.append((writable(values), _placement_wire(positions)))
         elif (kind is _DatetimeArray or kind is _TimedeltaArray) and (zone := _zone_wire(values.dtype)) is not False:
             stored = values._ndarray  # UTC when tz-aware
-            stored = _values._writable(stored if stored.ndim == 2 else stored.reshape(1, -1))
+            stored = writable(stored if stored.ndim == 2 else stored.reshape(1, -1))
             if zone is not None:
                 wire.append(({"tz": zone, "utc": stored}, _placement_wire(positions)))
             else:
@@ -94,7 +100,7 @@ def _blocks_wire(df: pd.DataFrame) -> list[tuple[Any, Any]] | None:
             columns = [values] if values.ndim == 1 else [values[i] for i in range(values.shape[0])]
             if len(columns) != len(positions):
                 return None
-            wire.extend((_values._values_meta(c), int(p)) for c, p in zip(columns, positions))
+            wire.extend((values_meta(c), int(p)) for c, p in zip(columns, positions))
     return wire
 
 
@@ -103,7 +109,7 @@ def _zone_wire(dtype: Any) -> str | None | bool:
     block then goes column by column, each pickled)."""
     if getattr(dtype, "tz", None) is None:
         return None
-    wire = _values._tz_wire(dtype)
+    wire = tz_wire(dtype)
     return False if wire is None else wire
 
 
@@ -117,8 +123,8 @@ def frame_from(meta: dict[str, Any]) -> pd.DataFrame:
     # refer to one array from two blocks, or a block and the index, which pandas would then edit
     # together. Only the arrays used are looked at, not the whole metadata.
     seen: set[int] = set()
-    index = _index_from(_values._unshared(meta["index"], seen))
-    columns = _index_from(_values._unshared(meta["columns"], seen))
+    index = index_from(unshared(meta["index"], seen))
+    columns = index_from(unshared(meta["columns"], seen))
     wire = meta["blocks"]
     if not isinstance(wire, list):
         raise ValueError(f"DataFrame blocks are a list, not {type(wire).__name__}")
@@ -182,12 +188,12 @@ def _block_values(values: Any, count: int, length: int, seen: set[int]) -> Any:
     if not isinstance(values, dict):
         raise ValueError(f"a DataFrame block is an array or a dict, not {type(values).__name__}")
     if "tz" in values:
-        dtype = _values._dtype_from(values["tz"])
+        dtype = dtype_from(values["tz"])
         utc = values["utc"]
         if not isinstance(dtype, pd.DatetimeTZDtype) or type(utc) is not np.ndarray or utc.dtype != f"M8[{dtype.unit}]":
             raise ValueError(f"{dtype} values must be datetime64[{getattr(dtype, 'unit', '?')}]")
         return _DatetimeArray._simple_new(_two_dimensional(_once(utc, seen), count, length), dtype=dtype)
-    column = _values._values_from(_values._unshared(values, seen))
+    column = values_from(unshared(values, seen))
     if count != 1 or not isinstance(column, _ExtensionArray) or column.ndim != 1 or len(column) != length:
         raise ValueError(f"an extension block is one 1-D column of {length} values, not {type(column).__name__}")
     return column
@@ -235,123 +241,9 @@ def frame_from_columns(values: list[Any], index: pd.Index, columns: pd.Index) ->
 
 def frame_from_data(meta: dict[str, Any]) -> pd.DataFrame:
     """The per-column form (``"data"``)."""
-    index = _index_from(meta["index"])
-    columns = _index_from(meta["columns"])
-    df = frame_from_columns([_values._values_from(v) for v in meta["data"]], index, columns)
+    index = index_from(meta["index"])
+    columns = index_from(meta["columns"])
+    df = frame_from_columns([values_from(v) for v in meta["data"]], index, columns)
     df.attrs.update(meta["attrs"])
     flag = meta["allows_duplicate_labels"]
     return df if flag is True else df.set_flags(allows_duplicate_labels=flag)
-
-
-# -- labels: the axes of a frame (and of a Series, an Index) and categories ----------------
-
-
-def _index_meta(index: pd.Index) -> dict[str, Any]:
-    if type(index) is pd.RangeIndex:
-        return {"range": (index.start, index.stop, index.step), "name": index.name}
-    if isinstance(index, pd.MultiIndex):
-        return {
-            "levels": [_index_meta(level) for level in index.levels],
-            "codes": [np.asarray(c) for c in index.codes],
-            "names": list(index.names),
-        }
-    values = index.array if isinstance(index.dtype, pd.api.extensions.ExtensionDtype) else index.to_numpy(copy=False)
-    meta: dict[str, Any] = {"values": _values._values_meta(values), "name": index.name}
-    freq = getattr(index, "freqstr", None)
-    if freq is not None:
-        meta["freq"] = freq
-    return meta
-
-
-def _index_from(meta: dict[str, Any]) -> pd.Index:
-    if "range" in meta:
-        start, stop, step = meta["range"]
-        name = meta["name"]
-        hash(name)  # what the constructor checks (a name is hashable)
-        if _range_simple_new is None:  # pragma: no cover - other pandas versions
-            return pd.RangeIndex(start, stop, step, name=name)
-        return _range_simple_new(range(start, stop, step), name=name)  # range() takes integers only
-    if "levels" in meta:
-        levels = [_index_from(level) for level in meta["levels"]]
-        codes = [_values._one_dimensional(c, "MultiIndex codes") for c in meta["codes"]]
-        for level, c in zip(levels, codes):
-            # pandas casts codes to the smallest integer type first, which wraps large ones.
-            if c.dtype.kind not in "iu" or (len(c) and (c.min() < -1 or c.max() >= len(level))):
-                raise ValueError(f"MultiIndex codes must lie in [-1, {len(level)})")
-        return pd.MultiIndex(levels=levels, codes=codes, names=meta["names"])
-    key = _labels(meta)
-    if key is not None:  # a view: its name is the caller's to change
-        return _label_index(*key)._view()
-    values = _values._values_from(meta["values"])
-    if "freq" not in meta and _is_plain(values):
-        name = meta["name"]
-        hash(name)
-        return _index_simple_new(values, name)
-    # An object array keeps its dtype, as pickle does: pandas would infer one from the values
-    # (pandas 3 makes strs its "str" dtype, pandas 2 Timestamps a DatetimeIndex).
-    dtype = values.dtype if type(values) is np.ndarray and values.dtype.kind == "O" else None
-    index = pd.Index(values, dtype=dtype, name=meta["name"], copy=False)
-    if "freq" in meta:
-        try:  # DatetimeIndex, TimedeltaIndex, PeriodIndex keep their frequency
-            index = type(index)(values, freq=meta["freq"], name=meta["name"])
-        except (TypeError, ValueError):
-            pass
-    return index
-
-
-# The constructors' fast paths (a tenth of the time of RangeIndex(...) and Index(...)), for the
-# values _is_plain accepts; the public constructors where absent.
-_range_simple_new = getattr(pd.RangeIndex, "_simple_new", None)
-_index_simple_new = getattr(pd.Index, "_simple_new", None)
-
-
-def _is_plain(values: Any) -> bool:
-    """Whether ``pd.Index(values)`` is a plain Index holding these numbers or booleans as they
-    are, so its inference can be skipped: decided once per dtype, by pandas on an empty array."""
-    if _index_simple_new is None or type(values) is not np.ndarray or values.dtype.kind not in "iufcb":
-        return False
-    known = _PLAIN.get(values.dtype)
-    if known is None:
-        try:
-            sample = pd.Index(values[:0], copy=False)
-            known = type(sample) is pd.Index and type(sample._data) is np.ndarray and sample.dtype == values.dtype
-        except (TypeError, ValueError, NotImplementedError):  # float16, say: the constructor refuses it
-            known = False
-        _PLAIN[values.dtype] = known
-    return known
-
-
-_PLAIN: dict[np.dtype, bool] = {}
-
-
-def _labels(meta: dict[str, Any]) -> tuple[Any, tuple[Any, ...], Any] | None:
-    """The cache key of an index of few strings: (dtype, labels, name); None for any other."""
-    values = meta["values"]
-    if type(values) is not dict or "strs" not in values or "freq" in meta:
-        return None
-    dtype, strs = _values._strings(values)
-    name = meta["name"]
-    hash(name)  # what the constructor checks (a name is hashable)
-    if len(strs) > _values._FEW or sum(len(s) for s in strs if s) > _values._FEW_CHARS:
-        return None
-    return dtype, tuple(strs), name
-
-
-@functools.lru_cache(maxsize=256)
-def _label_index(dtype: Any, labels: tuple[Any, ...], name: Any) -> pd.Index:
-    return pd.Index(_values._string_array(dtype, list(labels)), name=name, copy=False)
-
-
-@functools.lru_cache(maxsize=256)
-def _categories(dtype: Any, labels: tuple[Any, ...], name: Any, ordered: bool) -> pd.CategoricalDtype:
-    # Checked once by pandas (no missing value, no repeat); one dtype for all the columns loaded
-    # with these categories, as pandas itself shares dtypes (copies, astype, concat).
-    categories = pd.Index(_values._string_array(dtype, list(labels)), name=name, copy=False)
-    return pd.CategoricalDtype(categories, ordered=ordered)
-
-
-def _categorical_dtype(categories: dict[str, Any], ordered: Any) -> pd.CategoricalDtype:
-    key = _labels(categories) if "values" in categories else None
-    if key is not None and type(ordered) is bool:
-        return _categories(*key, ordered)
-    return pd.CategoricalDtype(_index_from(categories), ordered=ordered)
