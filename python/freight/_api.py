@@ -11,10 +11,9 @@ import warnings
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from freight import _freight
+from freight import _files, _freight
 from freight.exceptions import OptionError, checks_options
 from freight.registry import GLOBAL, Entry, Registry
-from freight.storage import files
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -367,7 +366,7 @@ class Freight:
             if error is None:
                 raise
             raise error from None
-        files.write_payload(data, file)
+        _files.write_payload(data, file)
 
     def load(self, file: str | os.PathLike[str] | IO[bytes], *, mmap: bool = False, **options: Any) -> Any:
         """Reads a payload from a path or a binary file and decodes it.
@@ -388,13 +387,13 @@ class Freight:
             PathError: it cannot be read.
             DeserializationError: it is not a valid payload (or a subclass).
         """
-        data = files.read_payload(file, mmap=mmap)
+        data = _files.read_payload(file, mmap=mmap)
         if mmap:
             options.setdefault("zero_copy", True)
-            compressed = files.compressed_frames(data)
+            compressed = _files.compressed_frames(data)
             if compressed:
                 fix = 'write it with dump(obj, path, compression="none")'
-                warnings.warn(files.mapped_compressed_warning(str(file), compressed, fix), stacklevel=2)
+                warnings.warn(_files.mapped_compressed_warning(str(file), compressed, fix), stacklevel=2)
         try:
             return self.loads(data, **options)
         except TypeError as exc:

@@ -75,7 +75,7 @@ _MAGIC = b"\x89FRT"
 
 def _read_payload(path: str) -> Any:
     """The file's bytes (memory-mapped when large, as freight.load does)."""
-    from freight.storage import files
+    from freight import _files as files
 
     try:
         data = files.read_payload(path)

@@ -13,7 +13,7 @@ import pytest
 
 import freight
 import freight.storage as fs
-from freight.storage import files
+from freight import _files as files
 
 KEY = b"k" * 32
 

@@ -1,4 +1,4 @@
-"""freight.storage.files: the file I/O behind dump/load (atomic writes, memory-mapped reads)."""
+"""freight._files: the file I/O behind dump/load (atomic writes, memory-mapped reads)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import freight
-from freight.storage import files
+from freight import _files as files
 
 
 def test_small_files_are_read_and_large_ones_memory_mapped(tmp_path):

@@ -27,12 +27,12 @@ import warnings
 from collections.abc import Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from freight import _freight
+from freight import _files, _freight
 from freight.exceptions import KeyExistsError, KeyNotFoundError, StorageError, checks_options
-from freight.storage import files, persistent
+from freight.storage import persistent
 from freight.storage.progress import THRESHOLD, progress
 
-if TYPE_CHECKING:  # freight._api imports this package (for storage.files): no import cycle at run time
+if TYPE_CHECKING:  # for annotations only; the code imports freight._api where it uses it
     from freight._api import Freight
 
 __all__ = ["open", "Store", "StorageError", "KeyNotFoundError", "KeyExistsError"]
@@ -239,7 +239,7 @@ class _NewFolder:
     def map(self, key: str) -> Any:
         return self._read("map", key)
 
-    def head(self, key: str) -> tuple[int, float]:
+    def head(self, key: str) -> tuple[int, float, str | None]:
         return self._read("head", key)
 
     def info(self, key: str) -> Any:
@@ -252,7 +252,7 @@ class _NewFolder:
         native = self.existing()
         return native is not None and native.exists(key)
 
-    def list(self, prefix: str = "") -> list[tuple[str, int, float]]:
+    def list(self, prefix: str = "") -> list[tuple[str, int, float, str | None]]:
         native = self.existing()
         return [] if native is None else native.list(prefix)
 
@@ -391,7 +391,7 @@ class Store(MutableMapping[str, Any]):
     def _drop_side_objects(self, key: str, keep: str | None = None) -> None:
         """Removes the side objects of earlier saves of ``key`` (all of them with ``keep=None``)."""
         side = f"{key}{persistent.SIDE}"
-        stale = {name[len(side) :].split("/", 1)[0] for name, _, _ in self._native.list(side)} - {keep}
+        stale = {name[len(side) :].split("/", 1)[0] for name, *_ in self._native.list(side)} - {keep}
         for save_id in stale:
             self._native.delete_prefix(f"{side}{save_id}/")
 
@@ -416,10 +416,10 @@ class Store(MutableMapping[str, Any]):
         if mmap:
             data = self._native.map(key)
             options.setdefault("zero_copy", True)
-            compressed = files.compressed_frames(data)
+            compressed = _files.compressed_frames(data)
             if compressed:
                 fix = 'save it with compression="none" (or open the store with compression=None)'
-                warnings.warn(files.mapped_compressed_warning(f"{self.url}: {_q(key)}", compressed, fix), stacklevel=2)
+                warnings.warn(_files.mapped_compressed_warning(f"{self.url}: {_q(key)}", compressed, fix), stacklevel=2)
         else:
             with _Bar(f"load {key}") as bar:
                 data = self._native.get(key, progress=bar)
@@ -447,7 +447,7 @@ class Store(MutableMapping[str, Any]):
 
     def list(self, prefix: str = "") -> list[str]:
         """The keys that start with ``prefix`` (a plain string prefix), sorted."""
-        return [name for name, _, _ in self._native.list(prefix) if not persistent.is_side_key(name)]
+        return [name for name, *_ in self._native.list(prefix) if not persistent.is_side_key(name)]
 
     def delete_prefix(self, prefix: str) -> int:
         """Removes every value whose key starts with ``prefix``; returns how many."""

@@ -1,9 +1,11 @@
-"""Payloads in files: the I/O behind :meth:`freight.Freight.dump` and :meth:`freight.Freight.load`.
+"""Payloads in files: the I/O behind ``freight.dump``/``freight.load`` (:meth:`freight.Freight.dump`
+and :meth:`freight.Freight.load`), and the mmap warning that ``freight.storage`` shares.
 
 Encoding and decoding stay with the codec; this module only moves finished payloads between
-memory and a path or a binary file object. Failures of the file system are raised as
-:class:`freight.PathError` (:class:`freight.PathNotFoundError` for a missing file), which are
-also the ``OSError`` they stand for.
+memory and a path or a binary file object. It sits below ``freight._api`` and imports nothing of
+freight but its exceptions, so ``import freight`` does not run the storage package. Failures of
+the file system are raised as :class:`freight.PathError` (:class:`freight.PathNotFoundError` for
+a missing file), which are also the ``OSError`` they stand for.
 """
 
 from __future__ import annotations
