@@ -92,7 +92,7 @@ openmpi:  ## Install Open MPI (Debian packages openmpi-bin, libopenmpi-dev) for 
 		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev; }
 
-# The old-versions environment for tests/unit/test_versions_crossing.py: numpy 1, pandas 2.2,
+# The old-versions environment for tests/golden/test_versions_crossing.py: numpy 1, pandas 2.2,
 # pyarrow 17 and polars 1 (what freight promises to exchange payloads with, both ways; see
 # docs/ARCHITECTURE.md, "Version crossings"). It runs freight's Python package from python/ with
 # the extension `make build` put there (same CPython 3.11 ABI), so nothing is built in it.
@@ -155,7 +155,7 @@ fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, 
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 	PYTHONMALLOC=malloc MALLOC_CHECK_=3 $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S)
-	FREIGHT_FIDELITY_EXAMPLES=$(FIDELITY_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/unit/test_fidelity_properties.py tests/unit/test_fidelity_pandas_properties.py
+	FREIGHT_FIDELITY_EXAMPLES=$(FIDELITY_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/fidelity/test_fidelity_properties.py tests/fidelity/test_fidelity_pandas_properties.py
 	$(MAKE) --no-print-directory fuzz-asan
 
 # The AddressSanitizer build of the extension lives apart from the release one in the virtualenv:

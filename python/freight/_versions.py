@@ -5,7 +5,7 @@ compares them with this process, once per payload, before decoding:
 
 * a **promised crossing** (:data:`PROMISED`: numpy 1.26 <-> 2, pandas 2.2 <-> 3, pyarrow from 15
   on, polars 1 <-> 2, both ways): nothing. freight's serializers write layouts both
-  generations read, and ``tests/unit/test_versions_crossing.py`` checks every case both ways;
+  generations read, and ``tests/golden/test_versions_crossing.py`` checks every case both ways;
   what one generation truly cannot hold (a dtype the older library lacks) raises a
   :class:`freight.ProducerVersionError` from the serializer (:func:`refusal`), naming the
   library, both versions and what to do;

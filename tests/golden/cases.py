@@ -1,7 +1,7 @@
 """The objects behind the golden payloads of tests/golden/v1/.
 
 Each case is a function returning a fresh object; `generate.py` wrote `v1/<name>.frt` from it
-once, and `tests/unit/test_golden.py` checks that every build still decodes each file to an
+once, and `tests/golden/test_golden.py` checks that every build still decodes each file to an
 object equal to what the function returns now. Never change a case: add a new one instead.
 """
 

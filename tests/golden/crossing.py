@@ -8,7 +8,7 @@ environment:
 ``tests/golden/old/`` was written once under ``.venv-old`` (numpy 1.26, pandas 2.2, pyarrow 17,
 polars 1; ``make old-versions``, then ``PYTHONPATH=python .venv-old/bin/python
 tests/golden/crossing.py write tests/golden/old``); ``write`` keeps files that exist, as the
-other golden folders do. ``tests/unit/test_versions_crossing.py`` checks them under ``.venv``,
+other golden folders do. ``tests/golden/test_versions_crossing.py`` checks them under ``.venv``,
 and runs ``check`` under ``.venv-old`` on payloads ``.venv`` writes.
 
 ``expected.json`` holds the writer's versions and each case's description (``describe``): what
@@ -24,10 +24,10 @@ import sys
 import warnings
 from typing import Any
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import freight
 
-import freight  # noqa: E402
-from crossing_cases import CASES, Unavailable, describe  # noqa: E402
+# Run as a script, its own folder is on sys.path (and under pytest, pyproject's pythonpath puts it there).
+from crossing_cases import CASES, Unavailable, describe
 
 LIBRARIES = ("numpy", "pandas", "pyarrow", "polars")
 

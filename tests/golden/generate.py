@@ -8,10 +8,10 @@ from __future__ import annotations
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import freight
 
-import freight  # noqa: E402
-from cases import CASES, PointSerializer  # noqa: E402
+# Run as a script, its own folder is on sys.path (and under pytest, pyproject's pythonpath puts it there).
+from cases import CASES, PointSerializer
 
 OUT = pathlib.Path(__file__).parent / (sys.argv[1] if len(sys.argv) > 1 else f"v{freight._freight.FORMAT_VERSION}")
 

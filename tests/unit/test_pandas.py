@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import pandas as hpd
 
 import freight
-from library_checks import check_lazy_loading
+from support.library_checks import check_lazy_loading
 
 N = 6
 

@@ -15,7 +15,7 @@ import pytest
 
 import freight
 from freight.serializers import pandas_blocks
-from test_hostile_libraries import forge  # forge: metadata under a built-in tag
+from support.forging import forge  # forge: metadata under a built-in tag
 
 N = 5
 UNITS = ("s", "ms", "us", "ns")

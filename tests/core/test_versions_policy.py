@@ -1,0 +1,105 @@
+"""The promise in freight._versions: which crossings load quietly, and how a failure names the
+library and both versions (the crossings themselves: tests/golden/test_versions_crossing.py)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+import freight
+from freight import _versions
+from support import GOLDEN
+
+OLD = GOLDEN / "old"
+
+
+@pytest.mark.parametrize(
+    ("name", "written", "here", "promised"),
+    [
+        ("pandas", "2.2.3", "3.1.1", True),
+        ("pandas", "3.1.1", "2.2.0", True),
+        ("pandas", "2.1.4", "3.1.1", False),  # older than the oldest tested
+        ("pandas", "3.1.1", "4.0.0", False),  # a major nobody tested
+        ("numpy", "1.26.4", "2.4.6", True),
+        ("numpy", "1.25.2", "2.4.6", False),
+        ("pyarrow", "17.0.0", "26.0.1", True),
+        ("pyarrow", "15.0.0", "40.0.0", True),  # any major from 15: the C data interface is stable
+        ("pyarrow", "14.0.2", "26.0.1", False),
+        ("polars", "1.44.2", "2.1.0", True),
+        ("polars", "0.20.31", "2.1.0", False),
+        ("fakelib", "1.0", "2.0", False),
+        ("pandas", "3.0.0rc1", "2.2.3", True),
+        ("pandas", "unknown", "2.2.3", False),
+    ],
+)
+def test_promised(name: str, written: str, here: str, promised: bool) -> None:
+    assert _versions.promised(name, written, here) is promised
+
+
+@pytest.fixture
+def pandas_here(monkeypatch):
+    """Sets the pandas version this process reports to the policy."""
+    installed = dict(_versions._INSTALLED)
+    monkeypatch.setattr(_versions, "_INSTALLED", installed)
+
+    def set_version(version: str) -> None:
+        installed["pandas"] = version
+
+    return set_version
+
+
+def test_an_unpromised_major_still_warns_and_strict_refuses(pandas_here) -> None:
+    data = (OLD / "pd_nullable.frt").read_bytes()  # written with pandas 2.2.3
+    pandas_here("4.0.0")
+    with pytest.warns(freight.FreightWarning, match=r"pandas 2\.2\.3.*pandas 4\.0\.0"):
+        freight.loads(data)
+    with pytest.raises(freight.ProducerVersionError, match=r"pandas 2\.2\.3.*pandas 4\.0\.0"):
+        freight.loads(data, strict_versions=True)
+
+
+def test_a_promised_crossing_says_nothing(pandas_here) -> None:
+    data = (OLD / "pd_nullable.frt").read_bytes()
+    pandas_here("3.0.0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        freight.loads(data, strict_versions=True)
+    assert _versions.written("pandas") == "2.2.3"  # kept for the serializers' errors
+
+
+def test_a_failed_crossing_names_both_versions(pandas_here, monkeypatch) -> None:
+    monkeypatch.setattr(_versions._loading, "versions", {"pandas": "3.1.1"}, raising=False)
+    pandas_here("2.2.3")
+    cause = freight.DeserializationError("the payload holds an invalid pandas.Series: boom")
+    error = _versions.failed_crossing("pandas", "pandas.Series", cause)
+    assert isinstance(error, freight.ProducerVersionError)
+    text = str(error)
+    assert "boom" in text and "pandas 3.1.1" in text and "pandas 2.2.3" in text and "report it" in text
+    pandas_here("3.1.1")  # same versions: a corrupt payload, not a crossing
+    assert _versions.failed_crossing("pandas", "pandas.Series", cause) is None
+
+
+def test_refusal_says_what_to_do(pandas_here, monkeypatch) -> None:
+    monkeypatch.setattr(_versions._loading, "versions", {"pandas": "3.1.1"}, raising=False)
+    pandas_here("2.2.3")
+    error = _versions.refusal("pandas", "a str column cannot load", "install pandas >= 2.3")
+    assert str(error) == (
+        "a str column cannot load: the payload was written with pandas 3.1.1, and this process has "
+        "pandas 2.2.3; install pandas >= 2.3"
+    )
+
+
+def test_pickle_refusal_finds_the_library(monkeypatch) -> None:
+    monkeypatch.setattr(_versions._loading, "versions", {"numpy": "2.4.6"}, raising=False)
+    monkeypatch.setattr(_versions, "_INSTALLED", {**_versions._INSTALLED, "numpy": "1.26.4"})
+    # what numpy 1 raises on numpy 2's pickle of a StringDType array
+    exc = AttributeError(
+        "Can't get attribute '_convert_to_stringdtype_kwargs' on <module 'numpy.core._internal' from '/x.py'>"
+    )
+    error = _versions.pickle_refusal(exc)
+    assert isinstance(error, freight.ProducerVersionError)
+    assert "numpy 2.4.6" in str(error) and "numpy 1.26.4" in str(error)
+    missing = ModuleNotFoundError("No module named 'numpy._core.new'", name="numpy._core.new")
+    assert _versions.pickle_refusal(missing) is not None
+    assert _versions.pickle_refusal(AttributeError("no module in this message")) is None
+    assert _versions.pickle_refusal(ModuleNotFoundError("x", name="somelib.sub")) is None  # no version recorded

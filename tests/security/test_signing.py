@@ -1,0 +1,522 @@
+"""Signed payloads (HMAC-SHA256): round trips, every way a signature can fail (each an
+IntegrityError), checks made before anything is decoded (no unpickling side effects), frame
+lists, inspect, instance defaults and key rotation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import numpy as np
+import pytest
+
+import freight
+from support import GOLDEN
+
+KEY = b"k" * 32
+OLD_KEY = b"old-secret-0123456789abcdef-0123"
+NEW_KEY = b"new-secret-0123456789abcdef-0123"
+WRONG_KEY = b"not-the-key-0123456789abcdef-012"
+SIG_LEN = 32
+
+# Unpickling side effects: anything in here means a payload was decoded.
+SIDE_EFFECTS: list[str] = []
+
+
+def record_side_effect(tag: str) -> str:
+    SIDE_EFFECTS.append(tag)
+    return tag
+
+
+class Sneaky:
+    """Unpickles into a call of record_side_effect: decoding it leaves a trace."""
+
+    def __init__(self, tag: str = "decoded"):
+        self.tag = tag
+
+    def __reduce__(self):
+        return (record_side_effect, (self.tag,))
+
+
+@pytest.fixture(autouse=True)
+def _clear_side_effects():
+    SIDE_EFFECTS.clear()
+    yield
+    SIDE_EFFECTS.clear()
+
+
+def sample_objects():
+    rng = np.random.default_rng(0)
+    return {
+        "builtins": {
+            "a": [1, 2.5, "three", b"four", None, True, (5, 6), {7, 8}],
+            "b": 2**100,
+            "c": dt.date(2024, 1, 2),
+        },
+        "array": rng.integers(0, 1000, 50_000, dtype=np.int64),
+        "mixed": {"array": rng.standard_normal(30_000), "text": "x" * 70_000, "blob": b"y" * 70_000, "small": [1, 2]},
+    }
+
+
+def assert_equal(got, want):
+    if isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    elif isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            assert_equal(got[k], want[k])
+    else:
+        assert type(got) is type(want)
+        assert got == want
+
+
+def signed_payload(compression="zstd"):
+    obj = sample_objects()["mixed"]
+    return obj, freight.dumps(obj, compression=compression, key=KEY)
+
+
+# ---------------------------------------------------------------------------------------------
+# Round trips
+
+
+@pytest.mark.parametrize("name", ["builtins", "array", "mixed"])
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd", "auto"], ids=["plain", "lz4", "zstd", "auto"])
+def test_signed_round_trip(name, compression):
+    obj = sample_objects()[name]
+    blob = freight.dumps(obj, key=KEY, compression=compression)
+    unsigned = freight.dumps(obj, compression=compression)
+    assert len(blob) == len(unsigned) + SIG_LEN
+    assert_equal(freight.loads(blob, key=KEY), obj)
+    assert_equal(freight.loads(bytearray(blob), key=KEY), obj)
+    assert_equal(freight.loads(memoryview(blob), key=KEY), obj)
+    assert_equal(freight.loads(blob, key=KEY, zero_copy=True), obj)
+    # Without a key, the signature is not required (and not checked).
+    assert_equal(freight.loads(blob), obj)
+
+
+def test_signed_lambda_round_trip_with_pickle():
+    offset = 41
+    func = lambda x: x + offset  # noqa: E731
+    blob = freight.dumps(func, key=KEY)
+    assert freight.inspect(blob)["needs_pickle"]
+    assert freight.loads(blob, key=KEY)(1) == 42
+    with pytest.raises(freight.UnsafePayloadError):
+        freight.loads(blob, key=KEY, allow_pickle=False)
+
+
+def test_signed_pickled_object_decodes_with_the_right_key():
+    blob = freight.dumps([Sneaky("ok")], key=KEY)
+    assert freight.loads(blob, key=KEY) == ["ok"]
+    assert SIDE_EFFECTS == ["ok"]  # the probe works: decoding does leave a trace
+
+
+def test_signing_is_deterministic_and_depends_on_the_key():
+    obj = sample_objects()["builtins"]
+    a = freight.dumps(obj, key=KEY)
+    assert a == freight.dumps(obj, key=KEY)
+    b = freight.dumps(obj, key=WRONG_KEY)
+    assert a[:-SIG_LEN] == b[:-SIG_LEN]
+    assert a[-SIG_LEN:] != b[-SIG_LEN:]
+
+
+def test_memoryview_and_bytearray_keys_are_accepted():
+    blob = freight.dumps([1, 2], key=bytearray(KEY))
+    assert freight.loads(blob, key=memoryview(KEY)) == [1, 2]
+    assert freight.loads(blob, key=[bytearray(WRONG_KEY), KEY]) == [1, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Failure modes
+
+
+def test_unsigned_payload_with_key_is_refused():
+    for compression in (None, "zstd"):
+        blob = freight.dumps(sample_objects()["mixed"], compression=compression)
+        with pytest.raises(freight.IntegrityError, match="not signed"):
+            freight.loads(blob, key=KEY)
+        with pytest.raises(freight.IntegrityError):
+            freight.loads(blob, key=[OLD_KEY, NEW_KEY])
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(freight.dumps(1), key=KEY)
+
+
+def test_wrong_key_is_refused():
+    _, blob = signed_payload()
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(blob, key=WRONG_KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(blob, key=[WRONG_KEY, OLD_KEY])
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(blob, key=KEY[:-1])  # a prefix of the key is another key
+    # (Not KEY + b"\0": HMAC pads keys shorter than its block with zeros, so that is the same key.)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(blob, key=KEY + b"!")
+
+
+def test_key_rotation_accepts_either_key():
+    obj = sample_objects()["builtins"]
+    signed_old = freight.dumps(obj, key=OLD_KEY)
+    signed_new = freight.dumps(obj, key=NEW_KEY)
+    for keys in ([OLD_KEY, NEW_KEY], [NEW_KEY, OLD_KEY], (OLD_KEY, NEW_KEY), [WRONG_KEY, OLD_KEY, NEW_KEY]):
+        assert_equal(freight.loads(signed_old, key=keys), obj)
+        assert_equal(freight.loads(signed_new, key=keys), obj)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(signed_old, key=[NEW_KEY])
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(freight.dumps(obj, key=WRONG_KEY), key=[OLD_KEY, NEW_KEY])
+
+
+def test_signature_truncated_stripped_or_extended_is_refused():
+    _, blob = signed_payload()
+    cases = {
+        "last byte dropped": blob[:-1],
+        "half the signature": blob[:-16],
+        "signature stripped": blob[:-SIG_LEN],
+        "signature and more stripped": blob[: -SIG_LEN - 1],
+        "one byte appended": blob + b"\0",
+        "signature doubled": blob + blob[-SIG_LEN:],
+        "signature zeroed": blob[:-SIG_LEN] + bytes(SIG_LEN),
+        "signature of another payload": blob[:-SIG_LEN] + freight.dumps([1], key=KEY)[-SIG_LEN:],
+    }
+    for name, bad in cases.items():
+        with pytest.raises(freight.IntegrityError):
+            freight.loads(bad, key=KEY)
+            pytest.fail(name)
+
+
+def test_stripping_the_signature_of_a_small_payload_is_refused():
+    blob = freight.dumps([1, 2, 3], key=KEY)
+    for bad in (blob[:-SIG_LEN], blob[:-1], blob[: len(blob) // 2]):
+        with pytest.raises(freight.IntegrityError):
+            freight.loads(bad, key=KEY)
+
+
+def tamper_positions(blob: bytes, count: int, seed: int) -> list[int]:
+    """The whole header, every byte of the signature trailer, and random bytes in between."""
+    info = freight.inspect(blob)
+    first_frame = info["frames"][0]["offset"] if info["frames"] else len(blob) - SIG_LEN
+    positions = set(range(first_frame)) | set(range(len(blob) - SIG_LEN, len(blob)))
+    for frame in info["frames"]:
+        positions.add(frame["offset"])
+        positions.add(frame["offset"] + frame["stored_length"] - 1)
+    rng = random.Random(seed)
+    while len(positions) < count:
+        positions.add(rng.randrange(len(blob)))
+    return sorted(positions)
+
+
+# The preamble (magic bytes and format version) is checked before the signature: a payload that
+# is not freight, or from another format version, says so; see test_tampered_preamble_is_refused.
+PREAMBLE = 5
+
+
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"], ids=["plain", "lz4", "zstd"])
+def test_every_tampered_byte_is_an_integrity_error(compression):
+    _, blob = signed_payload(compression)
+    rng = random.Random(4321)
+    positions = tamper_positions(blob, 200, seed=8)
+    assert len(positions) >= 200
+    for pos in positions:
+        if pos < PREAMBLE:
+            continue
+        bad = bytearray(blob)
+        bad[pos] ^= rng.randrange(1, 256)
+        for kwargs in ({"key": KEY}, {"key": [OLD_KEY, KEY]}, {"key": KEY, "verify": False, "zero_copy": True}):
+            try:
+                freight.loads(bytes(bad), **kwargs)
+            except freight.IntegrityError:
+                pass
+            except Exception as exc:  # pragma: no cover - the message is the point
+                pytest.fail(f"byte {pos} of {len(blob)}: {type(exc).__name__}: {exc}")
+            else:
+                pytest.fail(f"tampering with byte {pos} of {len(blob)} went unnoticed")
+
+
+def test_tampered_preamble_is_refused():
+    _, blob = signed_payload()
+    for pos in range(PREAMBLE):
+        for flip in (0x01, 0x80, 0xFF):
+            bad = bytearray(blob)
+            bad[pos] ^= flip
+            with pytest.raises(freight.DeserializationError):
+                freight.loads(bytes(bad), key=KEY)
+
+
+def test_integrity_error_is_a_deserialization_error():
+    assert issubclass(freight.IntegrityError, freight.DeserializationError)
+    _, blob = signed_payload()
+    with pytest.raises(freight.DeserializationError):
+        freight.loads(blob, key=WRONG_KEY)
+
+
+# ---------------------------------------------------------------------------------------------
+# Nothing is decoded before the signature is checked
+
+
+def test_tampered_payload_is_refused_before_unpickling():
+    blob = freight.dumps({"x": Sneaky("tampered"), "pad": "p" * 100}, key=KEY)
+    assert freight.inspect(blob)["needs_pickle"]
+    rng = random.Random(5)
+    positions = [p for p in tamper_positions(blob, 120, seed=6) if p >= PREAMBLE]
+    for pos in positions:
+        bad = bytearray(blob)
+        bad[pos] ^= rng.randrange(1, 256)
+        with pytest.raises(freight.IntegrityError):
+            freight.loads(bytes(bad), key=KEY)
+        assert SIDE_EFFECTS == [], f"byte {pos}: decoded before the signature check"
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(blob, key=WRONG_KEY)
+    assert SIDE_EFFECTS == []
+    # Control: the untampered payload does decode, and leaves its trace.
+    assert freight.loads(blob, key=KEY)["x"] == "tampered"
+    assert SIDE_EFFECTS == ["tampered"]
+
+
+def test_attacker_without_the_key_cannot_forge():
+    forged = freight.dumps(Sneaky("forged"))  # unsigned
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(forged, key=KEY)
+    forged_signed = freight.dumps(Sneaky("forged"), key=WRONG_KEY)  # signed with the wrong key
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(forged_signed, key=KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(forged_signed, key=[OLD_KEY, NEW_KEY])
+    # A genuine signature moved onto a forged body.
+    genuine = freight.dumps(Sneaky("genuine"), key=KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads(forged_signed[:-SIG_LEN] + genuine[-SIG_LEN:], key=KEY)
+    frames = freight.dumps_frames(Sneaky("forged"))
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames(frames, key=KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames(freight.dumps_frames(Sneaky("forged"), key=WRONG_KEY), key=KEY)
+    assert SIDE_EFFECTS == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Frame lists
+
+
+@pytest.mark.parametrize("compression", [None, "lz4", "zstd"], ids=["plain", "lz4", "zstd"])
+def test_signed_frames_round_trip(compression):
+    obj = sample_objects()["mixed"]
+    frames = freight.dumps_frames(obj, key=KEY, compression=compression)
+    unsigned = freight.dumps_frames(obj, compression=compression)
+    assert len(frames) == len(unsigned) + 1
+    assert len(frames[-1]) == SIG_LEN
+    assert_equal(freight.loads_frames(frames, key=KEY), obj)
+    assert_equal(freight.loads_frames([bytes(f) for f in frames], key=[WRONG_KEY, KEY]), obj)
+    assert_equal(freight.loads_frames([bytearray(f) for f in frames], key=KEY, zero_copy=True), obj)
+    assert_equal(freight.loads_frames(frames), obj)  # no key: not required
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames(frames, key=WRONG_KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames(unsigned, key=KEY)
+    # With checksums as well.
+    checked = freight.dumps_frames(obj, key=KEY, compression=compression, checksum=True)
+    assert_equal(freight.loads_frames(checked, key=KEY), obj)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"], ids=["plain", "zstd"])
+def test_tampered_frames_are_refused(compression):
+    obj = {"x": Sneaky("frames"), "arr": np.arange(40_000), "text": "t" * 70_000}
+    frames = [bytes(f) for f in freight.dumps_frames(obj, key=KEY, compression=compression)]
+    assert len(frames) == 4  # header, two frames, signature
+    rng = random.Random(17)
+    for which, part in enumerate(frames):
+        positions = set(range(min(len(part), 40))) | {len(part) - 1}
+        positions |= {rng.randrange(len(part)) for _ in range(30)}
+        for pos in sorted(positions):
+            bad = list(frames)
+            mutated = bytearray(part)
+            mutated[pos] ^= rng.randrange(1, 256)
+            bad[which] = bytes(mutated)
+            # Header flags and header length: see test_tampered_frame_list_header_is_an_integrity_error.
+            if which == 0 and pos < PREAMBLE + 2:
+                with pytest.raises(freight.DeserializationError):
+                    freight.loads_frames(bad, key=KEY)
+            else:
+                with pytest.raises(freight.IntegrityError):
+                    freight.loads_frames(bad, key=KEY)
+                    pytest.fail(f"buffer {which} byte {pos}")
+    # Swapped, truncated, extended buffers.
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames([frames[0], frames[2], frames[1], frames[3]], key=KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames(frames[:-1] + [frames[-1][:-1]], key=KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames(frames[:-1] + [bytes(SIG_LEN)], key=KEY)
+    with pytest.raises(freight.IntegrityError):
+        freight.loads_frames([frames[0], frames[1][:-1], frames[2], frames[3]], key=KEY)
+    assert SIDE_EFFECTS == []
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"], ids=["plain", "zstd"])
+def test_tampered_frame_list_header_is_an_integrity_error(compression):
+    """Like loads, loads_frames given a key must check the signature before it parses the header
+    (docs/FORMAT.md, "Signatures"): every tampered header byte after magic and version is an
+    IntegrityError, as it is for the same bytes of a single-buffer payload."""
+    obj = {"arr": np.arange(40_000), "text": "t" * 70_000}
+    frames = [bytes(f) for f in freight.dumps_frames(obj, key=KEY, compression=compression)]
+    blob = freight.dumps(obj, key=KEY, compression=compression)
+    header = frames[0]
+    failures = []
+    for pos in range(PREAMBLE, len(header)):
+        for flip in (0x01, 0x10, 0x80, 0xFF):
+            bad = bytearray(header)
+            bad[pos] ^= flip
+            try:
+                freight.loads_frames([bytes(bad)] + frames[1:], key=KEY)
+            except freight.IntegrityError:
+                pass
+            except freight.DeserializationError as exc:
+                failures.append(f"header byte {pos} ^ {flip:#x}: {type(exc).__name__}: {exc}")
+            else:
+                failures.append(f"header byte {pos} ^ {flip:#x}: accepted")
+            # The single-buffer payload starts with the same bytes up to the frame table.
+            if pos < 7:
+                single = bytearray(blob)
+                single[pos] ^= flip
+                with pytest.raises(freight.IntegrityError):
+                    freight.loads(bytes(single), key=KEY)
+    assert not failures, "\n".join(failures[:10])
+
+
+def test_dropped_or_extra_signature_buffer_is_refused():
+    obj = {"x": Sneaky("frames"), "arr": np.arange(40_000)}
+    frames = freight.dumps_frames(obj, key=KEY)
+    for bad in (frames[:-1], frames + [frames[-1]], frames[:1], [frames[0], frames[-1]]):
+        with pytest.raises((freight.IntegrityError, freight.DeserializationError)):
+            freight.loads_frames(bad, key=KEY)
+        with pytest.raises(freight.DeserializationError):
+            freight.loads_frames(bad)
+    assert SIDE_EFFECTS == []
+
+
+# ---------------------------------------------------------------------------------------------
+# inspect
+
+
+def test_inspect_reports_signatures():
+    obj, blob = signed_payload()
+    info = freight.inspect(blob)
+    assert info["signed"] is True
+    assert info["signature_ok"] is None
+    assert freight.inspect(blob, key=KEY)["signature_ok"] is True
+    assert freight.inspect(blob, key=[WRONG_KEY, KEY])["signature_ok"] is True
+    assert freight.inspect(blob, key=WRONG_KEY)["signature_ok"] is False
+    bad = bytearray(blob)
+    bad[len(blob) // 2] ^= 1
+    assert freight.inspect(bytes(bad), key=KEY)["signature_ok"] is False
+    # The frame description is the one of the unsigned payload.
+    assert info["frames"] == freight.inspect(freight.dumps(obj, compression="zstd"))["frames"]
+
+    unsigned = freight.dumps([1, 2])
+    assert freight.inspect(unsigned)["signed"] is False
+    assert freight.inspect(unsigned)["signature_ok"] is None
+    assert freight.inspect(unsigned, key=KEY)["signature_ok"] in (False, None)
+
+    frames = freight.dumps_frames(sample_objects()["mixed"], key=KEY)
+    assert freight.inspect(frames)["signed"] is True
+    assert freight.inspect(frames, key=KEY)["signature_ok"] is True
+    assert freight.inspect(frames, key=WRONG_KEY)["signature_ok"] is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Instances and options
+
+
+def test_instance_key_signs_and_requires():
+    codec = freight.Freight(key=KEY)
+    obj = sample_objects()["mixed"]
+    blob = codec.dumps(obj)
+    assert freight.inspect(blob)["signed"] is True
+    assert freight.inspect(blob, key=KEY)["signature_ok"] is True
+    assert_equal(codec.loads(blob), obj)
+    assert_equal(freight.loads(blob, key=KEY), obj)
+    with pytest.raises(freight.IntegrityError):
+        codec.loads(freight.dumps(obj))  # unsigned
+    with pytest.raises(freight.IntegrityError):
+        codec.loads(freight.dumps(obj, key=WRONG_KEY))
+    frames = codec.dumps_frames(obj)
+    assert freight.inspect(frames, key=KEY)["signature_ok"] is True
+    assert_equal(codec.loads_frames(frames), obj)
+    with pytest.raises(freight.IntegrityError):
+        codec.loads_frames(freight.dumps_frames(obj))
+    # A per-call key overrides the instance's.
+    other = codec.dumps(obj, key=WRONG_KEY)
+    assert freight.inspect(other, key=WRONG_KEY)["signature_ok"] is True
+    assert_equal(codec.loads(other, key=WRONG_KEY), obj)
+    # Compression and signing together.
+    both = freight.Freight(key=KEY, compression="zstd")
+    blob = both.dumps(obj)
+    assert freight.inspect(blob, key=KEY)["signature_ok"] is True
+    assert "zstd" in {f["codec"] for f in freight.inspect(blob)["frames"]}
+    assert_equal(both.loads(blob), obj)
+
+
+def test_instance_key_rotation_signs_with_the_first_key():
+    codec = freight.Freight(key=[NEW_KEY, OLD_KEY])
+    blob = codec.dumps([1, 2])
+    assert freight.inspect(blob, key=NEW_KEY)["signature_ok"] is True
+    assert freight.inspect(blob, key=OLD_KEY)["signature_ok"] is False
+    assert codec.loads(freight.dumps([3], key=OLD_KEY)) == [3]
+    assert codec.loads(freight.dumps([4], key=NEW_KEY)) == [4]
+    with pytest.raises(freight.IntegrityError):
+        codec.loads(freight.dumps([5], key=WRONG_KEY))
+
+
+def test_instance_key_checks_before_unpickling():
+    codec = freight.Freight(key=KEY)
+    with pytest.raises(freight.IntegrityError):
+        codec.loads(freight.dumps(Sneaky("instance")))
+    assert SIDE_EFFECTS == []
+
+
+def test_empty_key_is_a_serialization_error():
+    with pytest.raises(freight.SerializationError):
+        freight.dumps(1, key=b"")
+    with pytest.raises(freight.SerializationError):
+        freight.dumps_frames(1, key=b"")
+    with pytest.raises(freight.SerializationError):
+        freight.loads(freight.dumps(1, key=KEY), key=b"")
+    with pytest.raises(freight.SerializationError):
+        freight.loads(freight.dumps(1, key=KEY), key=[KEY, b""])
+    with pytest.raises(freight.SerializationError):
+        freight.loads_frames(freight.dumps_frames(1, key=KEY), key=b"")
+    with pytest.raises(freight.SerializationError):
+        freight.Freight(key=b"")
+    with pytest.raises(freight.SerializationError):
+        freight.Freight(key=[KEY, b""])
+
+
+@pytest.mark.parametrize("key", ["text", 5, [KEY, "text"], [KEY, None]], ids=repr)
+def test_key_of_the_wrong_type_is_a_serialization_error(key):
+    with pytest.raises(freight.SerializationError):
+        freight.dumps(1, key=key)
+    with pytest.raises(freight.SerializationError):
+        freight.loads(freight.dumps(1, key=KEY), key=key)
+
+
+@pytest.mark.parametrize("keys", [[], ()], ids=["list", "tuple"])
+def test_empty_key_list_does_not_disable_verification(keys):
+    """An empty list of keys must not silently turn signature checking off (fail open)."""
+    unsigned = freight.dumps(Sneaky("empty-list"))
+    with pytest.raises((freight.SerializationError, freight.IntegrityError)):
+        freight.loads(unsigned, key=keys)
+    assert SIDE_EFFECTS == []
+    with pytest.raises((freight.SerializationError, freight.IntegrityError)):
+        freight.loads_frames(freight.dumps_frames(Sneaky("empty-list")), key=keys)
+    assert SIDE_EFFECTS == []
+    with pytest.raises(freight.SerializationError):
+        freight.Freight(key=keys)
+
+
+def test_golden_payloads_are_unsigned():
+    for path in sorted(GOLDEN.glob("v1/*.frt")):
+        data = path.read_bytes()
+        assert freight.inspect(data)["signed"] is False
+        with pytest.raises(freight.IntegrityError):
+            freight.loads(data, key=KEY)
