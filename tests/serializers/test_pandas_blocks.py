@@ -442,10 +442,7 @@ def test_the_same_array_in_two_places_is_not_shared():
     ]
     blocks[2][0]["codes"] = blocks[3][0]["codes"] = codes
     meta = frame_meta(blocks, width=6, index={"values": {"np": codes}, "name": None})
-    try:
-        df = freight.loads(forge("pandas.DataFrame", meta), allow_pickle=False)
-    except freight.DeserializationError:
-        return
+    df = freight.loads(forge("pandas.DataFrame", meta), allow_pickle=False)
     df.iloc[0, 0] = 99
     df.iloc[0, 2] = "b"
     df.iloc[0, 4] = pd.Timestamp("2000", tz="UTC")
