@@ -5,6 +5,7 @@ with ``tools/stubtest-allowlist.txt``).
 """
 
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypedDict, final, type_check_only
 
 from typing_extensions import Buffer, NotRequired, Self
@@ -217,21 +218,15 @@ class FrameBuffer:
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 @type_check_only
-class StoreInfo(TypedDict):
-    """What ``NativeStore.info`` reads from a stored value's header (a ranged read)."""
+class StoreInfo(PayloadInfo):
+    """What ``NativeStore.info`` reads from a stored value's header (a ranged read): the
+    description :func:`inspect` gives (frames with ``offset`` and ``checksum_ok`` None: their
+    bytes are not read; ``signature_ok`` None), and where the value is."""
 
     key: str
-    size: int
-    modified: float
-    format_version: int
-    flags: list[str]
-    needs_pickle: bool
-    signed: bool
-    tags: list[str]
-    producer: dict[str, str]
-    frames: int
-    data_length: int
-    header_length: int
+    size: int  # bytes stored (the same as total_length)
+    modified: float  # seconds since the epoch
+    etag: str | None  # the backend's version tag of the stored bytes, when it has one
 
 @final
 class NativeStore:
@@ -269,10 +264,16 @@ class NativeStore:
     def get_range(self, key: str, start: int, end: int) -> bytes: ...
     def get(self, key: str, progress: Callable[[int, int], object] | None = None) -> StoredBuffer: ...
     def map(self, key: str) -> StoredBuffer: ...
-    def head(self, key: str) -> tuple[int, float]: ...
+    def head(self, key: str) -> tuple[int, float, str | None]:
+        """(size, modified, etag) of a stored object."""
     def exists(self, key: str) -> bool: ...
     def delete(self, key: str) -> None: ...
-    def list(self, prefix: str = "") -> list[tuple[str, int, float]]: ...
+    def list(self, prefix: str = "") -> list[tuple[str, int, float, str | None]]:
+        """(key, size, modified, etag) of every object whose key starts with ``prefix``, sorted."""
+    def object_path(self, key: str) -> str:
+        """The backend's name for ``key``: its percent-encoded object path under the store's prefix."""
+    def local_path(self, key: str) -> Path | None:
+        """The file of ``key`` in a local folder store; None on other backends."""
     def delete_prefix(self, prefix: str) -> int: ...
     def info(self, key: str) -> StoreInfo: ...
 

@@ -331,8 +331,3 @@ def main(store: str | None = None) -> int:
     print(f"All {len(objects)} objects round-tripped and verified in {elapsed:.1f} s.")
     print(f"Try: python -m freight inspect {first}   or   python -m freight verify {first}")
     return 0
-
-
-if __name__ == "__main__":
-    _store = sys.argv[1] if len(sys.argv) > 1 else None
-    sys.exit(main(_store))

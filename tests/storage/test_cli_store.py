@@ -21,9 +21,9 @@ import pytest
 
 import freight
 import freight.storage as fs
-from freight.cli import _fmt_bytes
+from freight.cli.common import fmt_bytes as _fmt_bytes
 from freight.exceptions import KeyNotFoundError
-from freight.storage.cli import copy_values
+from freight.storage import copy_values
 from freight.storage.progress import THRESHOLD, progress
 
 SIGN_KEY = b"s" * 32
@@ -102,17 +102,17 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_ls_prints_every_key_exactly_with_its_size_and_a_total(url):
     store = fill(url)
-    listed = store._native.list("")
+    listed = store.list_objects("")
     proc = freight_cli("ls", url)
     assert proc.returncode == 0 and proc.stderr == ""
     rows = table_rows(proc.stdout)
     assert len(rows) == len(listed)
-    for row, (key, size, _) in zip(rows, listed):
+    for row, (key, size, _, _) in zip(rows, listed):
         assert row.endswith("  " + key)  # the key last, as it is ("a b#c%d", "<locals>")
         assert row.split()[:2] == _fmt_bytes(size, exact=False).split()
-    assert list(table(proc.stdout)) == [key for key, _, _ in listed]
+    assert list(table(proc.stdout)) == [o.key for o in listed]
     assert set(table(proc.stdout)) >= set(ODD_KEYS)
-    total = sum(size for _, size, _ in listed)
+    total = sum(o.size for o in listed)
     assert proc.stdout.splitlines()[-1] == f"{len(listed)} values, {_fmt_bytes(total)}"
     assert proc.stdout.splitlines()[0].split() == ["size", "modified", "key"]
 
@@ -168,7 +168,7 @@ def test_cat_shows_the_frame_table_and_the_tags(url):
     assert "serializer tags: pandas.DataFrame" in out
     header = next(line for line in out.splitlines() if line.lstrip().startswith("#"))
     assert header.split() == ["#", "offset", "size", "checksum", "status"]
-    frames = freight.inspect(store._native.get("frame"))["frames"]
+    frames = freight.inspect(store.get_bytes("frame"))["frames"]
     assert out.count(" ok\n") == len(frames) > 0
 
 
@@ -199,7 +199,7 @@ def test_cat_of_a_missing_key_or_a_file_that_is_not_a_payload_fails(url):
     proc = freight_cli("cat", url, "missing")
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr == f'freight cat: {store.url}: no value is stored under "missing"\n'
-    store._native.put_bytes("junk", [b"not a freight payload"])
+    store.put_bytes("junk", b"not a freight payload")
     proc = freight_cli("cat", url, "junk")
     assert proc.returncode == 1
     assert proc.stderr == (
@@ -246,7 +246,7 @@ def test_rm_of_a_missing_key_fails_with_a_clear_message_and_removes_the_others(u
 
 def check_copied(src: fs.Store, dst: fs.Store, keys: list[str]) -> None:
     for key in keys:
-        assert bytes(dst._native.get(key)) == bytes(src._native.get(key)), key  # byte for byte
+        assert bytes(dst.get_bytes(key)) == bytes(src.get_bytes(key)), key  # byte for byte
         if key == "signed":
             np.testing.assert_array_equal(dst.load(key, key=SIGN_KEY, verify=True), np.arange(10))
         else:
@@ -328,9 +328,9 @@ def persistent_store(url: str) -> fs.Store:
 
 
 def side_keys(store: fs.Store, key: str) -> list[str]:
-    from freight.storage.persistent import SIDE
+    from freight.storage.side import SIDE
 
-    return [name for name, _, _ in store._native.list(key + SIDE)]
+    return [o.key for o in store.list_objects(key + SIDE, side_objects=True)]
 
 
 def test_side_objects_are_listed_with_a_and_counted_in_the_total(url):
@@ -339,16 +339,19 @@ def test_side_objects_are_listed_with_a_and_counted_in_the_total(url):
     store = persistent_store(url)
     store.save("frame", pd.DataFrame({"a": np.arange(50)}))
     store.save("plain", 1)
-    (side,) = side_keys(store, "frame")
+    # The parquet file, and the record of the reference the envelope holds.
+    sides = side_keys(store, "frame")
+    (side,) = [key for key in sides if key.endswith("data.parquet")]
+    assert len(sides) == 2
     proc = freight_cli("ls", url)
     assert proc.returncode == 0 and list(table(proc.stdout)) == ["frame", "plain"]
-    assert proc.stdout.splitlines()[-1].startswith("2 values (") and " and 1 side object (" in proc.stdout
+    assert proc.stdout.splitlines()[-1].startswith("2 values (") and " and 2 side objects (" in proc.stdout
     proc = freight_cli("ls", url, "-a")
-    assert list(table(proc.stdout)) == ["frame", side, "plain"]
+    assert list(table(proc.stdout)) == ["frame", *sides, "plain"]
     proc = freight_cli("ls", url, "frame.")  # side objects only: no table without -a, the total
-    assert proc.returncode == 0 and proc.stdout.startswith("0 values (0 B) and 1 side object (")
+    assert proc.returncode == 0 and proc.stdout.startswith("0 values (0 B) and 2 side objects (")
     proc = freight_cli("ls", url, "-l")
-    assert "1 side object, " in table(proc.stdout)["frame"]
+    assert "2 side objects, " in table(proc.stdout)["frame"]
     assert "freight.persistent.pandas-parquet" in table(proc.stdout)["frame"]
     proc = freight_cli("cat", url, side)
     assert proc.returncode == 1 and 'a side object of "frame", not a freight payload' in proc.stderr
@@ -364,8 +367,8 @@ def test_cp_copies_side_objects_before_their_value_and_rm_removes_them(file_url,
     s3 = s3_url(s3_env)
     proc = freight_cli("cp", file_url, s3, "--prefix", "run/")
     assert proc.returncode == 0, proc.stderr
-    assert "copied 2 values and 1 side object, " in proc.stdout
-    assert "run/frame  (+ 1 side object, " in proc.stdout
+    assert "copied 2 values and 2 side objects, " in proc.stdout
+    assert "run/frame  (+ 2 side objects, " in proc.stdout
     copy = persistent_store(s3)
     pd.testing.assert_frame_equal(copy.load("run/frame"), frame)
     assert side_keys(copy, "run/frame") == side_keys(src, "run/frame")
@@ -382,11 +385,11 @@ def test_cp_copies_side_objects_before_their_value_and_rm_removes_them(file_url,
     pd.testing.assert_frame_equal(back.load("run/frame"), frame)
 
     proc = freight_cli("rm", s3, "run/frame")
-    assert proc.returncode == 0 and proc.stdout == "removed run/frame and its 1 side object\n"
-    assert [name for name, _, _ in fs.open(s3)._native.list("")] == ["run/plain"]
+    assert proc.returncode == 0 and proc.stdout == "removed run/frame and its 2 side objects\n"
+    assert [o.key for o in fs.open(s3).list_objects("", side_objects=True)] == ["run/plain"]
     proc = freight_cli("rm", back_url, "--prefix", "run/")
-    assert proc.returncode == 0 and proc.stdout == 'removed 1 value and 1 side object under "run/"\n'
-    assert back._native.list("") == []
+    assert proc.returncode == 0 and proc.stdout == 'removed 1 value and 2 side objects under "run/"\n'
+    assert back.list_objects("", side_objects=True) == []
 
 
 # --------------------------------------------------------------------------------------------

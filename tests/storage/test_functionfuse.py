@@ -11,6 +11,7 @@ import io
 import itertools
 import os
 import pickle
+import re
 import sys
 import types
 import uuid
@@ -38,6 +39,7 @@ from freight.storage.functionfuse import (
     _s3_open_options,
     storage_factory,
 )
+from freight.storage.side import SIDE
 
 try:
     import s3fs  # noqa: F401
@@ -48,7 +50,6 @@ except ImportError:
 
 _prefixes = itertools.count()
 WF = "storage_test"
-SIDE = f"{WF}/.functionfuse/bigdata/"
 
 
 def _s3_options(server, prefix: str) -> dict:
@@ -86,7 +87,10 @@ def file_protocol_storage(request, tmp_path):
 
 
 def _side_keys(storage, workflow_name: str = WF) -> list[str]:
-    return storage.store.list(f"{workflow_name}/.functionfuse/bigdata/")
+    """The side files the serializers wrote for the workflow's values (not the references
+    freight records beside them)."""
+    listed = storage.store.list_objects(f"{workflow_name}/", side_objects=True)
+    return [o.key for o in listed if SIDE in o.key and not o.key.endswith(".ref")]
 
 
 # -- the factory ------------------------------------------------------------------------------------
@@ -177,8 +181,6 @@ def test_read_task_of_a_missing_task_is_file_not_found(storage):
     storage.save(WF, "there", 1)
     with pytest.raises(FileNotFoundError, match="absent"):
         storage.read_task(WF, "absent")
-    with pytest.raises(FileNotFoundError):
-        storage.read_task(WF, ".functionfuse")  # the storage's own names are no tasks
 
 
 def test_list_tasks_glob(storage):
@@ -264,10 +266,10 @@ def test_always_read_flag(storage):
     assert storage.always_read is False
 
 
-def test_reserved_names(storage):
-    with pytest.raises(ValueError, match="reserved"):
-        storage.save(WF, ".functionfuse/index/x", 1)
-    assert storage.file_exists(WF, ".functionfuse") is False
+def test_side_object_names_are_reserved(storage):
+    with pytest.raises(StorageError, match="reserved"):
+        storage.save(WF, f"x{SIDE}y", 1)
+    assert storage.file_exists(WF, f"x{SIDE}y") is False
 
 
 # -- a workflow on the storage ------------------------------------------------------------------------
@@ -427,7 +429,7 @@ def test_dask_arrays_in_hdf5_side_files_read_back_lazily(file_protocol_storage, 
     np.testing.assert_array_equal(printed[0][1], np.arange(10000) ** 2)
     assert DaskArraySerializer.calls == {"pickle": 1, "unpickle": 1}
     (side,) = _side_keys(storage)
-    assert side.startswith(f"{SIDE}dask_array/")
+    assert side.startswith(f"{WF}/dask_array{SIDE}")  # beside the task's value
     if isinstance(storage, FileStorage):
         import h5py
 
@@ -445,7 +447,7 @@ def test_dask_arrays_in_hdf5_side_files_read_back_lazily(file_protocol_storage, 
     assert DaskArraySerializer.calls["remove"] == 1
     assert _side_keys(storage) == [] and storage.store.list("") == []
     if isinstance(storage, FileStorage):
-        assert not (tmp_path / "storage" / WF / ".functionfuse" / "bigdata").exists()
+        assert not (tmp_path / "storage" / WF / f"dask_array{SIDE}").exists()
     assert run() == expected
     assert calls == {"create": 2, "print": 2}
 
@@ -462,10 +464,13 @@ def test_side_files_of_nested_values_and_their_removal(file_protocol_storage):
     back = storage.read_task(WF, "t")
     assert [p.x for p in back["points"]] == [1, 2] and back["pair"][0].x == 3 and back["pair"][1] == "x"
     assert back["inline"].x == -5 and type(back["inline"]) is Point
-    # Each call got the protocols of its task: FILE_PROTOCOL only, the same object within a save.
-    protocols = {id(entry[2]) for entry in ser.log}
-    assert len(protocols) == 2  # one for the save, one for the read
-    assert set(ser.log[0][2]) == {FILE_PROTOCOL}
+    # Each object's calls got the protocols of its own side area: FILE_PROTOCOL only.
+    areas = {entry[0]: [] for entry in ser.log}
+    for kind, _, protocols in ser.log:
+        assert set(protocols) == {FILE_PROTOCOL}
+        areas[kind].append(protocols[FILE_PROTOCOL].prefix)
+    assert len(set(areas["pickle"])) == 4 and set(areas["unpickle"]) < set(areas["pickle"])
+    assert all(area.startswith(f"{WF}/t{SIDE}") for area in areas["pickle"])
     storage.save(WF, "u", [Point(7)])
     assert len(_side_keys(storage)) == 4
     storage.remove_task(WF, pattern="*")
@@ -549,7 +554,7 @@ def test_reading_without_the_serializer_registered(tmp_path):
     storage.register_persistent_serializers(_point_serializer())
     storage.save(WF, "t", Point(5))
     fresh = storage_factory({"kind": "file", "options": {"path": path}})
-    with pytest.raises(UnknownTagError, match="functionfuse:PointSerializer") as info:
+    with pytest.raises(UnknownTagError, match="functionfuse.PointSerializer") as info:
         fresh.read_task(WF, "t")
     assert isinstance(info.value, pickle.UnpicklingError)  # as FunctionFuse's unpickling fails
     fresh.register_persistent_serializers(_point_serializer())
@@ -563,13 +568,13 @@ def test_reading_without_the_serializer_registered(tmp_path):
 def test_persistent_objects_only_through_the_storage(tmp_path):
     storage = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "s")}})
     storage.register_persistent_serializers(_point_serializer())
-    with pytest.raises(SerializationError, match="storage.save"):
+    with pytest.raises(SerializationError, match="Store.save"):
         storage.freight.dumps(Point(1))
     storage.save(WF, "t", Point(1))
     with pytest.raises(UnsafePayloadError):  # decoding runs the serializer's code
         storage.store.load(f"{WF}/t", allow_pickle=False)
-    with pytest.raises(DeserializationError, match="read_task"):
-        storage.store.load(f"{WF}/t")
+    with pytest.raises(DeserializationError, match="Store.load"):
+        storage.freight.loads(storage.store.get_bytes(f"{WF}/t"))
     # The global registry is untouched: other Freight instances pickle Points as usual.
     assert freight.loads(freight.dumps(Point(2))).x == 2
 
@@ -603,9 +608,8 @@ def test_names_with_awkward_characters_keep_their_side_files_apart(tmp_path):
     tasks = ["_test_storage.<locals>.sum_0000", "a", "x/y", "100%", "é ?*"]
     for i, task in enumerate(tasks):
         storage.save(wf, task, Point(i))
-    keys = storage.store.list(f"{wf}/.functionfuse/bigdata/")
-    areas = sorted(k[len(f"{wf}/.functionfuse/bigdata/") :].rsplit("/", 1)[0] for k in keys)
-    assert areas == sorted(t.replace("%", "%25").replace("/", "%2F") for t in tasks)
+    owners = sorted({key[: key.index(SIDE)] for key in _side_keys(storage, wf)})
+    assert owners == sorted(f"{wf}/{task}" for task in tasks)  # each beside its task's value
     for i, task in enumerate(tasks):
         assert storage.read_task(wf, task).x == i
     assert storage.list_tasks(wf, "*") == sorted(t for t in tasks if "/" not in t)
@@ -659,7 +663,7 @@ def test_memory_file_protocol_modes():
         files.remove("f.bin")
     with pytest.raises(ValueError):
         files.open("f.bin", "rw")
-    assert f"{SIDE}t/sub/g.txt" in storage.store.list(f"{SIDE}t/")
+    assert any(key.startswith(f"{WF}/t{SIDE}") and key.endswith("/sub/g.txt") for key in _side_keys(storage))
 
 
 # -- S3 ------------------------------------------------------------------------------------------------
@@ -714,13 +718,18 @@ def test_s3_protocol_shape(s3_server, monkeypatch):
     assert storage.read_task(WF, "_test_storage.<locals>.sum_0000").x == 4
     storage.remove_task(WF, "_test_storage.<locals>.sum_0000")
     assert [kind for kind, _ in log] == ["pickle", "unpickle", "remove"]
+    folders = set()
     for _, protocols in log:
         assert list(protocols) == [S3_PROTOCOL]
         assert set(protocols[S3_PROTOCOL]) == {"client", "folder"}
         assert protocols[S3_PROTOCOL]["client"] is made[0]
-        assert protocols[S3_PROTOCOL]["folder"] == (
-            f"{s3_server.bucket}/ff/shape/{WF}/.functionfuse/bigdata/_test_storage.%3Clocals%3E.sum_0000"
-        )
+        folders.add(protocols[S3_PROTOCOL]["folder"])
+    # The side area beside the task's value, named as object_store names it (percent-encoded).
+    (folder,) = folders
+    assert re.fullmatch(
+        rf"{s3_server.bucket}/ff/shape/{WF}/_test_storage\.%3Clocals%3E\.sum_0000\.freight-side/[0-9a-f]{{16}}/Recorder-0",
+        folder,
+    ), folder
     assert len(made) == 1 and made[0].kwargs == opts["options"]["s3fs"]
     assert storage.store.list("") == []
 
@@ -735,11 +744,46 @@ def test_s3_dask_arrays_in_zarr_side_objects(s3_server):
     x = da.from_array(np.arange(10000), chunks=(1000,))
     storage.save(WF, "dask_array", {"x": x * x})
     sides = _side_keys(storage)
-    assert sides and all(k.startswith(f"{SIDE}dask_array/dask_arrays/") for k in sides)
-    assert os.path.isdir(s3_server.data_dir / s3_server.bucket / "ff" / "zarr" / WF / ".functionfuse")
+    assert sides and all(k.startswith(f"{WF}/dask_array{SIDE}") and "/dask_arrays/" in k for k in sides)
+    assert os.path.isdir(s3_server.data_dir / s3_server.bucket / "ff" / "zarr" / WF / f"dask_array{SIDE}")
     back = storage.read_task(WF, "dask_array")["x"]
     assert isinstance(back, da.Array)
     np.testing.assert_array_equal(back.compute(), np.arange(10000) ** 2)
     storage.remove_task(WF, "dask_array")
     assert DaskArraySerializer.calls == {"pickle": 1, "unpickle": 1, "remove": 1}
     assert storage.store.list("") == []
+
+
+def test_values_stored_in_the_earlier_layout(tmp_path):
+    """Earlier versions kept side files under <workflow>/.functionfuse/bigdata/ and wrote the tag
+    functionfuse:<name>: such a value is refused with what to do; one kept in the payload
+    (pickle returned None) still loads."""
+    storage = storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    storage.register_persistent_serializers(_point_serializer())
+
+    class Earlier:  # what the earlier storage's adapter wrote
+        tag = "functionfuse:PointSerializer"
+        types = (Point,)
+
+        def __init__(self, side: bool):
+            self.side = side
+
+        def serialize(self, obj):
+            if self.side:
+                return ("PointSerializer", ("0.0.0", "point.txt")), []
+            return None, [pickle.dumps(obj)]
+
+        def deserialize(self, meta, frames):  # pragma: no cover - never called
+            raise AssertionError
+
+    for name, side in (("kept-beside", True), ("inline", False)):
+        earlier = freight.Freight(registry=freight.registry.Registry(parent=freight.registry.GLOBAL))
+        earlier.register(Earlier(side))
+        storage.store.put_bytes(f"{WF}/{name}", earlier.dumps(Point(7), checksum=True))
+    with pytest.raises(DeserializationError, match=r"earlier version of freight.*remove_task, remove_workflow"):
+        storage.read_task(WF, "kept-beside")
+    assert storage.read_task(WF, "inline").x == 7
+    storage.store.put_bytes(f"{WF}/.functionfuse/index/kept-beside", freight.dumps([]))
+    assert storage.list_tasks(WF, ".*/*/*") == []  # the earlier layout's own keys are no tasks
+    storage.remove_workflow(WF)
+    assert storage.store.list_objects("", side_objects=True) == []

@@ -1,10 +1,13 @@
 //! `inspect` and `verify`: what a payload holds and whether it is intact, read through
 //! freight-core's `Payload::open` (the same checks `loads` makes) and a Python-free walk of its
-//! tree, without decoding (and so without running) anything.
+//! tree, without decoding (and so without running) anything. `describe` is the one description
+//! of a payload's header: `inspect` and `NativeStore.info` (which reads only a stored value's
+//! header) both build theirs with it, so the same keys mean the same things.
 
 use freight_core::bits::{codec, flags};
 use freight_core::envelope::Limits;
-use freight_core::{OpenOptions, Parts, Payload};
+use freight_core::walk::walk_tree;
+use freight_core::{FrameInfo, Header, OpenOptions, Parts, Payload};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -22,15 +25,79 @@ fn open_any(py: Python<'_>, data: &Bound<'_, PyAny>) -> Result<Payload<Input>> {
     open(py, parts, &opts)
 }
 
-fn describe<'py>(py: Python<'py>, payload: &Payload<Input>) -> Result<Bound<'py, PyDict>> {
-    let header = payload.header();
+/// What is known of one frame beyond its table entry: where it starts in the payload (None
+/// for a `dumps_frames` list, or when only the header was read) and whether its bytes match
+/// its checksum (None without a checksum, or when the frame was not read).
+#[derive(Clone, Copy, Default)]
+pub struct FrameFacts {
+    pub offset: Option<usize>,
+    pub checksum_ok: Option<bool>,
+}
+
+fn frame_entry<'py>(
+    py: Python<'py>,
+    index: usize,
+    info: &FrameInfo,
+    facts: FrameFacts,
+) -> Result<Bound<'py, PyDict>> {
+    let entry = PyDict::new(py);
+    entry.set_item("index", index)?;
+    entry.set_item("offset", facts.offset)?;
+    entry.set_item("length", info.raw_len)?;
+    entry.set_item("stored_length", info.stored_len)?;
+    entry.set_item("codec", codec::name(info.codec))?;
+    entry.set_item("shuffle", info.shuffle)?;
+    let ratio = if info.raw_len == 0 {
+        1.0
+    } else {
+        info.stored_len as f64 / info.raw_len as f64
+    };
+    entry.set_item("ratio", ratio)?;
+    entry.set_item("block_checksum", info.block_checksum)?;
+    entry.set_item("checksum", info.checksum.map(|c| format!("{c:016x}")))?;
+    entry.set_item("checksum_ok", facts.checksum_ok)?;
+    Ok(entry)
+}
+
+fn tree_entry<'py>(py: Python<'py>, header: &Header, tree: &[u8]) -> Result<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    match walk_tree(tree, header.frames.len() as u32, header.tags.len() as u32) {
+        Ok(summary) => {
+            out.set_item("ok", true)?;
+            out.set_item("nodes", summary.nodes)?;
+            out.set_item("max_depth", summary.max_depth)?;
+            out.set_item("pickle_nodes", summary.pickle_nodes)?;
+            let tags = PyDict::new(py);
+            for (name, count) in &summary.tags {
+                tags.set_item(name, count)?;
+            }
+            out.set_item("node_tags", tags)?;
+        }
+        Err(err) => {
+            out.set_item("ok", false)?;
+            out.set_item("error", err.to_string())?;
+        }
+    }
+    out.set_item("length", tree.len())?;
+    Ok(out)
+}
+
+/// The description of a payload from its header and tree (`PayloadInfo` in the stubs, less
+/// `signature_ok`): `facts` holds, per frame, what the caller learnt from the frames' bytes.
+pub fn describe<'py>(
+    py: Python<'py>,
+    header: &Header,
+    tree: &[u8],
+    total_length: u64,
+    facts: &[FrameFacts],
+) -> Result<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("format_version", header.version)?;
     out.set_item("flags", flags::names(header.flags))?;
     out.set_item("needs_pickle", header.needs_pickle())?;
     out.set_item("signed", header.signed())?;
     out.set_item("header_length", header.len)?;
-    out.set_item("total_length", payload.total_len())?;
+    out.set_item("total_length", total_length)?;
     out.set_item("tags", PyList::new(py, &header.tags)?)?;
     let versions = PyDict::new(py);
     for (name, version) in &header.versions {
@@ -38,47 +105,12 @@ fn describe<'py>(py: Python<'py>, payload: &Payload<Input>) -> Result<Bound<'py,
     }
     out.set_item("producer", versions)?;
     let list = PyList::empty(py);
-    for (i, frame) in payload.frames().iter().enumerate() {
-        let info = frame.info();
-        let entry = PyDict::new(py);
-        entry.set_item("index", i)?;
-        entry.set_item("offset", payload.is_single().then(|| frame.range().start))?;
-        entry.set_item("length", info.raw_len)?;
-        entry.set_item("stored_length", info.stored_len)?;
-        entry.set_item("codec", codec::name(info.codec))?;
-        entry.set_item("shuffle", info.shuffle)?;
-        let ratio = if info.raw_len == 0 {
-            1.0
-        } else {
-            info.stored_len as f64 / info.raw_len as f64
-        };
-        entry.set_item("ratio", ratio)?;
-        entry.set_item("block_checksum", info.block_checksum)?;
-        entry.set_item("checksum", info.checksum.map(|c| format!("{c:016x}")))?;
-        entry.set_item("checksum_ok", py.detach(|| frame.checksum_ok()))?;
-        list.append(entry)?;
+    for (i, info) in header.frames.iter().enumerate() {
+        let known = facts.get(i).copied().unwrap_or_default();
+        list.append(frame_entry(py, i, info, known)?)?;
     }
     out.set_item("frames", list)?;
-    let tree = PyDict::new(py);
-    match payload.walk() {
-        Ok(summary) => {
-            tree.set_item("ok", true)?;
-            tree.set_item("nodes", summary.nodes)?;
-            tree.set_item("max_depth", summary.max_depth)?;
-            tree.set_item("pickle_nodes", summary.pickle_nodes)?;
-            let tags = PyDict::new(py);
-            for (name, count) in &summary.tags {
-                tags.set_item(name, count)?;
-            }
-            tree.set_item("node_tags", tags)?;
-        }
-        Err(err) => {
-            tree.set_item("ok", false)?;
-            tree.set_item("error", err.to_string())?;
-        }
-    }
-    tree.set_item("length", payload.tree().len())?;
-    out.set_item("tree", tree)?;
+    out.set_item("tree", tree_entry(py, header, tree)?)?;
     Ok(out)
 }
 
@@ -92,7 +124,21 @@ pub fn inspect<'py>(
     key: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let payload = open_any(py, data)?;
-    let out = describe(py, &payload)?;
+    let facts: Vec<FrameFacts> = payload
+        .frames()
+        .iter()
+        .map(|frame| FrameFacts {
+            offset: payload.is_single().then(|| frame.range().start),
+            checksum_ok: py.detach(|| frame.checksum_ok()),
+        })
+        .collect();
+    let out = describe(
+        py,
+        payload.header(),
+        payload.tree(),
+        payload.total_len() as u64,
+        &facts,
+    )?;
     let signature_ok = match key.filter(|k| !k.is_none()) {
         Some(key) => {
             let keys = crate::options::keys(key)?;

@@ -16,6 +16,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::buffer::{fill_buffer, RawBuffer};
 use crate::errors::{Error, Result};
+use crate::inspect::describe;
 use crate::parts::PayloadParts;
 
 #[pyclass(module = "freight._freight", frozen)]
@@ -204,10 +205,21 @@ impl NativeStore {
         })
     }
 
-    /// (size, modified) of a value; KeyNotFoundError if there is none.
-    fn head(&self, py: Python<'_>, key: &str) -> PyResult<(u64, f64)> {
+    /// (size, modified, etag) of a value; KeyNotFoundError if there is none.
+    fn head(&self, py: Python<'_>, key: &str) -> PyResult<(u64, f64, Option<String>)> {
         let meta = self.run(py, |store| store.head(key))?;
-        Ok((meta.size, meta.modified))
+        Ok((meta.size, meta.modified, meta.etag))
+    }
+
+    /// The backend's name for `key` (its percent-encoded object path under the store's
+    /// prefix), as freight-store's `keys` writes it.
+    fn object_path(&self, key: &str) -> PyResult<String> {
+        Ok(self.store.object_path(key).map_err(Error::from)?)
+    }
+
+    /// The file of `key` in a local folder store (whether it exists or not); None elsewhere.
+    fn local_path(&self, key: &str) -> PyResult<Option<std::path::PathBuf>> {
+        Ok(self.store.local_path(key).map_err(Error::from)?)
     }
 
     fn exists(&self, py: Python<'_>, key: &str) -> PyResult<bool> {
@@ -218,13 +230,19 @@ impl NativeStore {
         Ok(self.run(py, |store| store.delete(key))?)
     }
 
-    /// [(key, size, modified)] of the values whose keys start with `prefix`, sorted by key.
+    /// [(key, size, modified, etag)] of the objects whose keys start with `prefix`, sorted by
+    /// key.
     #[pyo3(signature = (prefix=""))]
-    fn list(&self, py: Python<'_>, prefix: &str) -> PyResult<Vec<(String, u64, f64)>> {
+    #[allow(clippy::type_complexity)]
+    fn list(
+        &self,
+        py: Python<'_>,
+        prefix: &str,
+    ) -> PyResult<Vec<(String, u64, f64, Option<String>)>> {
         let metas = self.run(py, |store| store.list(prefix))?;
         Ok(metas
             .into_iter()
-            .map(|m| (m.key, m.size, m.modified))
+            .map(|m| (m.key, m.size, m.modified, m.etag))
             .collect())
     }
 
@@ -232,8 +250,9 @@ impl NativeStore {
         Ok(self.run(py, |store| store.delete_prefix(prefix))?)
     }
 
-    /// What a value's header says (format version, flags, tags, producer versions, frames),
-    /// with its size and modification time, from a ranged read of its first bytes.
+    /// What a value's header says, described as `inspect` describes a payload (frames have no
+    /// offset and no checksum status: their bytes are not read), with its `key`, `size`,
+    /// `modified` and `etag`, from a ranged read of its first bytes.
     fn info<'py>(&self, py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
         let mut want: u64 = 64 << 10;
         let (bytes, meta, header) = loop {
@@ -246,27 +265,12 @@ impl NativeStore {
                 Err(err) => return Err(Error::from(err).into()),
             }
         };
-        drop(bytes);
-        let out = PyDict::new(py);
+        let out = describe(py, &header, &bytes[header.tree.clone()], meta.size, &[])?;
         out.set_item("key", key)?;
         out.set_item("size", meta.size)?;
         out.set_item("modified", meta.modified)?;
-        out.set_item("format_version", header.version)?;
-        out.set_item("flags", freight_core::bits::flags::names(header.flags))?;
-        out.set_item("needs_pickle", header.needs_pickle())?;
-        out.set_item("signed", header.signed())?;
-        out.set_item("tags", PyList::new(py, &header.tags)?)?;
-        let producer = PyDict::new(py);
-        for (name, version) in &header.versions {
-            producer.set_item(name, version)?;
-        }
-        out.set_item("producer", producer)?;
-        out.set_item("frames", header.frames.len())?;
-        out.set_item(
-            "data_length",
-            header.frames.iter().map(|f| f.raw_len).sum::<u64>(),
-        )?;
-        out.set_item("header_length", header.len)?;
+        out.set_item("etag", meta.etag)?;
+        out.set_item("signature_ok", None::<bool>)?;
         Ok(out)
     }
 

@@ -63,6 +63,9 @@ pub struct Meta {
     pub size: u64,
     /// Seconds since the Unix epoch.
     pub modified: f64,
+    /// The backend's version tag of the stored bytes (S3's ETag; a local file's is derived
+    /// from its inode, size and mtime), when it has one.
+    pub etag: Option<String>,
 }
 
 /// A stored value's bytes: read into memory, or mapped from a local file.
@@ -112,6 +115,26 @@ impl Store {
     fn path(&self, key: &str) -> Result<Path> {
         keys::check(key)?;
         Ok(keys::to_path(&self.prefix, key))
+    }
+
+    /// The backend's name for `key`: its object path under the store's prefix, each segment
+    /// percent-encoded as `keys` encodes it (the object key on S3; the file's path relative to
+    /// the folder of a local store). Writers that reach the backend by other means (a library
+    /// writing files into a local folder, s3fs) use it to write where the store lists.
+    pub fn object_path(&self, key: &str) -> Result<String> {
+        Ok(self.path(key)?.to_string())
+    }
+
+    /// The file that holds `key` in a local folder store (None on other backends).
+    pub fn local_path(&self, key: &str) -> Result<Option<std::path::PathBuf>> {
+        let Some(local) = &self.local else {
+            return Ok(None);
+        };
+        let path = self.path(key)?;
+        local
+            .path_to_filesystem(&path)
+            .map(Some)
+            .map_err(|e| self.err("locate", key, e))
     }
 
     fn err(&self, op: &'static str, key: &str, err: object_store::Error) -> Error {
@@ -353,6 +376,7 @@ impl Store {
             key: key.to_owned(),
             size: meta.size,
             modified: meta.last_modified.timestamp_micros() as f64 / 1e6,
+            etag: meta.e_tag.clone(),
         }
     }
 

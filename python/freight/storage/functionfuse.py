@@ -18,38 +18,31 @@ a new, empty store in this process). Each value is an ordinary freight payload u
 
 FunctionFuse's persistent serializers (``serializer_class``, ``name``, classmethods
 ``pickle(obj, protocols) -> (name, pid)``, ``unpickle(pid, protocols)``, ``remove(pid,
-protocols)``) register as they are (:meth:`register_persistent_serializers`): objects of exactly
-``serializer_class`` go to ``pickle``, which writes them where ``protocols`` says (its own
-format: HDF5, zarr, ...) and returns a reference that the payload keeps. ``protocols`` is
-``{FILE_PROTOCOL: files}`` on file and memory stores (``files.open(filename, mode)``,
-``files.remove(filename)``: a folder of the task on a file store, files kept in the store on a
-memory store) and ``{S3_PROTOCOL: {"client": s3fs.S3FileSystem, "folder": path}}`` on S3 (needs
-``s3fs``). The side objects of a task live under ``<workflow>/.functionfuse/bigdata/<task>/`` and
-the references each task wrote under ``<workflow>/.functionfuse/index/<task>``; removing a task
-(or the workflow) calls the serializers' ``remove`` for them.
+protocols)``) register as they are (:meth:`FunctionFuseStorage.register_persistent_serializers`)
+and run on the store's one side-object mechanism (:mod:`freight.storage.persistent`): objects of
+exactly ``serializer_class`` go to ``pickle``, which writes them where ``protocols`` says (its
+own format: HDF5, zarr, ...), in a side area of the task's value
+(``<workflow>/<task>.freight-side/<save id>/<name>-<n>/``), and returns a reference that the
+payload keeps. ``protocols`` is ``{FILE_PROTOCOL: files}`` on file and memory stores
+(``files.open(filename, mode)``, ``files.remove(filename)``: real files in the side area's
+folder on a file store, objects of the store on a memory store) and ``{S3_PROTOCOL: {"client":
+s3fs.S3FileSystem, "folder": "bucket/path of the side area"}}`` on S3 (needs ``s3fs``). Saving a
+task again, removing it or its workflow calls the serializers' ``remove`` and deletes the side
+area with the value.
+
+Values stored by earlier versions of freight kept side files under ``<workflow>/.functionfuse/bigdata/``;
+reading one raises a :class:`DeserializationError` that says to recompute it.
 """
 
 from __future__ import annotations
 
-import contextvars
 import fnmatch
-import functools
-import io
 import os
-import pickle
-import posixpath
-import re
-import warnings
-from collections.abc import Callable
-from typing import IO, Any
+from typing import Any
 
-from freight.exceptions import (
-    DeserializationError,
-    FreightError,
-    KeyNotFoundError,
-    SerializationError,
-    StorageError,
-)
+from freight.exceptions import DeserializationError, KeyNotFoundError, SerializationError, StorageError
+from freight.storage.opening import open as open_store
+from freight.storage.side import SideArea
 
 __all__ = [
     "storage_factory",
@@ -66,11 +59,8 @@ __all__ = [
 FILE_PROTOCOL = "file_protocol"
 S3_PROTOCOL = "s3 protocol"
 
-# The first segment, under a workflow, of this module's own keys (side objects and their index):
-# never a task (list_tasks skips it, save refuses it).
-RESERVED = ".functionfuse"
-_BIGDATA = f"{RESERVED}/bigdata"
-_INDEX = f"{RESERVED}/index"
+# Where earlier versions of freight kept the side files and their index, under each workflow.
+_OLD_LAYOUT = ".functionfuse"
 
 S3FS_EXTRA = "s3fs"
 
@@ -96,31 +86,9 @@ def storage_factory(opt: dict[str, Any]) -> FunctionFuseStorage:
 
 # -- names ----------------------------------------------------------------------------------------
 
-# The bytes that object_store's PathPart percent-encodes in a key segment (besides the non-ASCII
-# ones): freight's stores keep each segment of a key so encoded, as a file or folder name on a
-# file store and in the object key on S3. Side files written beside the store (a file store's
-# folders, s3fs) use the same names, so that the store lists and deletes them as its own keys.
-_ENCODED = frozenset(b'/\\{^}%`]">[~<#|\r\n*?') | frozenset(range(0x20)) | {0x7F}
 
-
-def _encode_segment(segment: str) -> str:
-    if segment == ".":
-        return "%2E"
-    if segment == "..":
-        return "%2E%2E"
-    return "".join(f"%{b:02X}" if b in _ENCODED or b >= 0x80 else chr(b) for b in segment.encode("utf-8"))
-
-
-def _encode_path(name: str) -> list[str]:
-    segments = name.split("/")
-    if not name or any(not s for s in segments):
-        raise ValueError(f"invalid name {name!r}: non-empty segments separated by single '/'")
-    return [_encode_segment(s) for s in segments]
-
-
-def _task_segment(task_name: str) -> str:
-    """A task name as one key segment (a task named "a" and one named "a/b" get disjoint areas)."""
-    return task_name.replace("%", "%25").replace("/", "%2F")
+def _valid_name(name: str) -> bool:
+    return isinstance(name, str) and bool(name) and all(name.split("/"))
 
 
 def _segment_matches(name: str, pattern: str) -> bool:
@@ -138,81 +106,114 @@ def _glob_matches(name: str, pattern: str) -> bool:
     return len(names) == len(patterns) and all(_segment_matches(n, p) for n, p in zip(names, patterns))
 
 
-# -- the save or read in progress --------------------------------------------------------------
+# -- FunctionFuse's serializers on freight's persistent protocol --------------------------------
 
 
-class _Active:
-    """What the registry adapters need while a task is saved or read: the protocols of the task
-    (built on first use), the (name, pid) pairs written, and the exception a serializer raised
-    (freight wraps it; save and read_task raise the serializer's own, as FunctionFuse does)."""
+class _Failed(Exception):
+    """A FunctionFuse serializer's own exception, carried through freight's wrapping (which
+    makes it a FreightError's cause) so that the storage raises it as FunctionFuse does."""
 
-    def __init__(self, make_protocols: Callable[[], dict[str, Any]]):
-        self._make_protocols = make_protocols
-        self._protocols: dict[str, Any] | None = None
-        self.written: list[tuple[str, Any]] = []
-        self.error: BaseException | None = None
-
-    @property
-    def protocols(self) -> dict[str, Any]:
-        if self._protocols is None:
-            self._protocols = self._make_protocols()
-        return self._protocols
+    def __init__(self, error: BaseException):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
 
 
-_ACTIVE: contextvars.ContextVar[_Active | None] = contextvars.ContextVar("freight_functionfuse", default=None)
+def _raise_original(exc: BaseException) -> None:
+    """Raises the FunctionFuse serializer's own exception if ``exc`` wraps one."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, _Failed):
+            error = cause.error
+            raise error.with_traceback(error.__traceback__) from None
+        cause = cause.__cause__ or cause.__context__
 
 
-class _PersistentAdapter:
-    """A FunctionFuse persistent serializer as an entry of the storage's registry layer: encode
-    calls ``pickle(obj, protocols)`` and keeps its ``(name, pid)`` as metadata (no frames),
-    decode calls ``unpickle(pid, protocols)`` of the serializer registered under that name."""
+class FunctionFuseSerializer:
+    """A FunctionFuse persistent serializer as one of freight's (``save``/``load``/``remove``
+    on a side area): ``pickle``/``unpickle``/``remove`` get the protocols of the area. The
+    reference is FunctionFuse's ``(name, pid)``; ``unpickle`` and ``remove`` are those of the
+    serializer registered under ``name``, as FunctionFuse looks them up."""
 
-    safe = False  # decoding runs the serializer's code, on names (pid) read from the payload
+    safe = False  # loading runs the serializer's code, on names (pid) read from the payload
     subclasses = False  # FunctionFuse dispatches on the exact type
 
-    def __init__(self, serializer: Any, classes: dict[str, Any]):
+    def __init__(self, serializer: Any, storage: FunctionFuseStorage):
         self.serializer = serializer
         self.name = serializer.name
-        self.tag = f"functionfuse:{serializer.name}"
+        self.tag = f"functionfuse.{serializer.name}"
         self.types = (serializer.serializer_class,)
-        self._classes = classes  # the storage's persistent_classes: name -> serializer
+        self._storage = storage
 
-    def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
-        active = _ACTIVE.get()
-        if active is None:
-            raise SerializationError(
-                f"objects of {type(obj).__qualname__} go to the FunctionFuse persistent serializer {self.name!r}, "
-                "which writes through a FunctionFuse storage: save them with storage.save()"
-            )
+    def _named(self, ref: Any) -> tuple[Any, Any]:
+        name, pid = ref
+        serializer = self._storage.persistent_classes.get(name)
+        if serializer is None:
+            import pickle
+
+            raise pickle.UnpicklingError(f"Deserialization error, unsupported persistent object {name}.")
+        return serializer, pid
+
+    def save(self, obj: Any, side: SideArea) -> Any:
         try:
-            pid = self.serializer.pickle(obj, active.protocols)
-        except BaseException as exc:
-            active.error = exc
-            raise
+            pid = self.serializer.pickle(obj, self._storage._protocols(side))
+        except Exception as exc:
+            raise _Failed(exc) from exc
         if pid is None:  # as pickle's persistent_id: None means "pickle it as usual"
-            return None, [pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)]
+            return NotImplemented
         name, ref = pid
-        active.written.append((name, ref))
-        return (name, ref), []
+        return (name, ref)
+
+    def load(self, ref: Any, side: SideArea) -> Any:
+        serializer, pid = self._named(ref)
+        try:
+            return serializer.unpickle(pid, self._storage._protocols(side))
+        except Exception as exc:
+            raise _Failed(exc) from exc
+
+    def remove(self, ref: Any, side: SideArea) -> None:
+        name, pid = ref
+        serializer = self._storage.persistent_classes.get(name)
+        if serializer is None:
+            return  # not registered here: its side objects go with the side area
+        try:
+            serializer.remove(pid, self._storage._protocols(side))
+        except (FileNotFoundError, KeyNotFoundError):
+            raise  # already gone: no error
+        except Exception as exc:
+            raise _Failed(exc) from exc
+
+
+class _OldLayout:
+    """The tag that earlier versions of freight wrote for a FunctionFuse serializer's objects, whose side
+    files lay under ``<workflow>/.functionfuse/bigdata/``: objects kept in the payload (pickled)
+    still load; the others raise an error that says what to do."""
+
+    safe = False
+
+    class _Nothing:  # reachable by tag only: never an object's type
+        pass
+
+    types = (_Nothing,)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def serialize(self, obj: Any) -> tuple[Any, list[Any]]:  # pragma: no cover - never dispatched
+        raise SerializationError("freight writes FunctionFuse objects in its current layout")
 
     def deserialize(self, meta: Any, frames: list[Any]) -> Any:
-        if meta is None:
+        if meta is None and len(frames) == 1:
+            import pickle
+
             return pickle.loads(frames[0])
-        active = _ACTIVE.get()
-        if active is None:
-            raise DeserializationError(
-                f"the payload holds an object of the FunctionFuse persistent serializer {self.name!r}, kept beside "
-                "it: read it with storage.read_task()"
-            )
-        name, pid = meta
-        serializer = self._classes.get(name)
-        if serializer is None:
-            raise pickle.UnpicklingError(f"Deserialization error, unsupported persistent object {name}.")
-        try:
-            return serializer.unpickle(pid, active.protocols)
-        except BaseException as exc:
-            active.error = exc
-            raise
+        raise DeserializationError(
+            "this value was stored by an earlier version of freight, whose FunctionFuse storage kept the side "
+            f"files of {self.name!r} under <workflow>/.functionfuse/bigdata/<task>/; freight now keeps them beside "
+            "each value (<workflow>/<task>.freight-side/) and does not read the old layout: remove the "
+            "task or workflow (remove_task, remove_workflow) and run it again to recompute the value"
+        )
 
 
 def _check_serializer(serializer: Any) -> None:
@@ -220,8 +221,8 @@ def _check_serializer(serializer: Any) -> None:
     if not isinstance(getattr(serializer, "serializer_class", None), type):
         problems.append("serializer_class (a class)")
     name = getattr(serializer, "name", None)
-    if not isinstance(name, str) or not name:
-        problems.append("name (a non-empty str)")
+    if not isinstance(name, str) or not name or "/" in name:
+        problems.append("name (a non-empty str without '/')")
     problems += [f"{m}()" for m in ("pickle", "unpickle", "remove") if not callable(getattr(serializer, m, None))]
     if problems:
         raise SerializationError(
@@ -233,21 +234,21 @@ def _check_serializer(serializer: Any) -> None:
 
 
 class FunctionFuseStorage:
-    """FunctionFuse's storage interface on a :class:`freight.storage.Store` (``self.store``)
-    with its own :class:`freight.Freight` (``self.freight``, a registry layer over the global
-    one, which holds the persistent serializers)."""
+    """FunctionFuse's storage interface on a :class:`freight.storage.Store` (``self.store``),
+    whose persistent serializers are the FunctionFuse ones registered here."""
 
     def __init__(self, url: str, **open_options: Any):
-        from freight._api import Freight
-        from freight.registry import GLOBAL, Registry
-        from freight.storage import open as open_store
-
-        self.freight = Freight(registry=Registry(parent=GLOBAL))
-        self.store = open_store(url, freight=self.freight, **open_options)
+        self.store = open_store(url, **open_options)
         # FunctionFuse's attributes: serializer_class -> serializer, name -> serializer.
         self.persistent_serializers: dict[type, Any] = {}
         self.persistent_classes: dict[str, Any] = {}
         self._always_read = False
+
+    @property
+    def freight(self) -> Any:
+        """The store's :class:`freight.Freight` (its own registry layer once a persistent
+        serializer is registered)."""
+        return self.store.freight
 
     # -- FunctionFuse's interface --------------------------------------------------------------
 
@@ -275,8 +276,9 @@ class FunctionFuseStorage:
             _check_serializer(serializer)
         self._check_protocol_dependencies()
         for serializer in serializers:
-            adapter = _PersistentAdapter(serializer, self.persistent_classes)
-            self.freight.register(adapter, tag=adapter.tag, types=adapter.types, safe=False, replace=True)
+            self.store.register_persistent(FunctionFuseSerializer(serializer, self))
+            old = _OldLayout(serializer.name)
+            self.store.freight.register(old, tag=f"functionfuse:{serializer.name}", safe=False, replace=True)
             self.persistent_serializers[serializer.serializer_class] = serializer
             self.persistent_classes[serializer.name] = serializer
 
@@ -289,26 +291,17 @@ class FunctionFuseStorage:
         one (whose side objects are then removed).
 
         Raises:
-            ValueError: ``filename`` is under the reserved name ``.functionfuse``.
             the serializer's own exceptions; SerializationError, StorageError.
         """
-        self._check_task(filename)
-        active = _Active(lambda: self._protocols(workflow_name, filename))
-        token = _ACTIVE.set(active)
         try:
             self.store.save(self._key(workflow_name, filename), obj)
-        except BaseException as exc:
-            # Side objects written before the failure belong to no value: remove them.
-            self._remove_pairs(active.written, lambda: active.protocols, quiet=True)
-            self._raise_original(exc, active)
+        except Exception as exc:  # a FreightError, or the serializer's own through it
+            _raise_original(exc)
             raise
-        finally:
-            _ACTIVE.reset(token)
-        self._update_index(workflow_name, filename, active)
 
     def file_exists(self, workflow_name: str, filename: str) -> bool:
         """Whether a result of task ``filename`` is stored."""
-        if self._is_reserved(filename) or not (_valid_name(workflow_name) and _valid_name(filename)):
+        if not (_valid_name(workflow_name) and _valid_name(filename)):
             return False
         return self.store.exists(self._key(workflow_name, filename))
 
@@ -318,7 +311,7 @@ class FunctionFuseStorage:
         '.' only match a pattern starting with '.'), sorted."""
         prefix = f"{workflow_name}/"
         names = [key[len(prefix) :] for key in self.store.list(prefix)]
-        return [n for n in names if not self._is_reserved(n) and _glob_matches(n, pattern)]
+        return [n for n in names if n.split("/", 1)[0] != _OLD_LAYOUT and _glob_matches(n, pattern)]
 
     def read_task(self, workflow_name: str, task_name: str) -> Any:
         """The stored result of task ``task_name``.
@@ -328,19 +321,15 @@ class FunctionFuseStorage:
             the serializers' own exceptions (e.g. FileNotFoundError for a missing side file);
             DeserializationError: the stored value cannot be decoded.
         """
-        if self._is_reserved(task_name) or not (_valid_name(workflow_name) and _valid_name(task_name)):
+        if not (_valid_name(workflow_name) and _valid_name(task_name)):
             raise FileNotFoundError(f"Path {self._where(workflow_name, task_name)} is not found")
-        active = _Active(lambda: self._protocols(workflow_name, task_name))
-        token = _ACTIVE.set(active)
         try:
             return self.store.load(self._key(workflow_name, task_name))
         except KeyNotFoundError:
             raise FileNotFoundError(f"Path {self._where(workflow_name, task_name)} is not found") from None
-        except BaseException as exc:
-            self._raise_original(exc, active)
+        except Exception as exc:  # a FreightError, or the serializer's own through it
+            _raise_original(exc)
             raise
-        finally:
-            _ACTIVE.reset(token)
 
     def remove_task(self, workflow_name: str, task_name: str | None = None, pattern: str | None = None) -> None:
         """Removes the result of task ``task_name``, or of every task matching the glob
@@ -348,6 +337,7 @@ class FunctionFuseStorage:
 
         Raises:
             FileNotFoundError: no result of task ``task_name`` is stored.
+            the serializer's own exception if its ``remove`` fails (nothing of that task removed).
         """
         if pattern:
             for name in self.list_tasks(workflow_name, pattern):
@@ -366,32 +356,30 @@ class FunctionFuseStorage:
         """
         if not _valid_name(workflow_name):
             raise ValueError(f"invalid workflow name {workflow_name!r}")
-        errors: list[BaseException] = []
-        index = f"{workflow_name}/{_INDEX}/"
         try:
-            for key in self.store.list(index):
-                task = _task_from_segment(key[len(index) :])
-                pairs = self._load_index(workflow_name, task)
-                self._remove_pairs(pairs, functools.partial(self._protocols, workflow_name, task), errors=errors)
-        finally:
             self.store.delete_prefix(f"{workflow_name}/")
-            self._remove_local(workflow_name, None)
-        if errors:
+        except StorageError as exc:
+            failed = exc.__cause__.error if isinstance(exc.__cause__, _Failed) else exc.__cause__
+            if failed is None:
+                raise
             raise StorageError(
                 f"{self._where(workflow_name, '')}: a persistent serializer failed to remove a side object "
-                f"({type(errors[0]).__name__}: {errors[0]}); the workflow's stored results are removed"
-            ) from errors[0]
+                f"({type(failed).__name__}: {failed}); the workflow's stored results are removed"
+            ) from failed
+        finally:
+            self._remove_folder(workflow_name)
 
     # -- the kinds' parts ----------------------------------------------------------------------
 
-    def _protocols(self, workflow_name: str, task_name: str) -> dict[str, Any]:
-        raise NotImplementedError
+    def _protocols(self, side: SideArea) -> dict[str, Any]:
+        """The ``protocols`` of a FunctionFuse serializer writing into ``side``."""
+        return {FILE_PROTOCOL: side}
 
     def _check_protocol_dependencies(self) -> None:
         pass
 
-    def _remove_local(self, workflow_name: str, task_name: str | None) -> None:
-        """Removes what is left of the side area on a local folder (file storages)."""
+    def _remove_folder(self, workflow_name: str) -> None:
+        """Removes what is left of the workflow's folder (file storages)."""
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -399,161 +387,24 @@ class FunctionFuseStorage:
     def _key(workflow_name: str, task_name: str) -> str:
         return f"{workflow_name}/{task_name}"
 
-    @staticmethod
-    def _bigdata(workflow_name: str, task_name: str) -> str:
-        """The key prefix of a task's side objects (no trailing '/')."""
-        return f"{workflow_name}/{_BIGDATA}/{_task_segment(task_name)}"
-
-    @staticmethod
-    def _index_key(workflow_name: str, task_name: str) -> str:
-        return f"{workflow_name}/{_INDEX}/{_task_segment(task_name)}"
-
-    @staticmethod
-    def _is_reserved(task_name: str) -> bool:
-        return task_name.split("/", 1)[0] == RESERVED
-
-    def _check_task(self, task_name: str) -> None:
-        if self._is_reserved(task_name):
-            raise ValueError(f"task name {task_name!r}: names under {RESERVED!r} are reserved for the storage's own")
-
     def _where(self, workflow_name: str, task_name: str) -> str:
         url = self.store.url
         return f"{url}{'' if url.endswith('/') else '/'}{workflow_name}/{task_name}"
 
-    @staticmethod
-    def _raise_original(exc: BaseException, active: _Active) -> None:
-        """Raises the serializer's own exception where freight wrapped it."""
-        error = active.error
-        if error is not None and exc is not error and isinstance(exc, FreightError):
-            cause: BaseException | None = exc
-            while cause is not None:
-                if cause is error:
-                    raise error.with_traceback(error.__traceback__) from None
-                cause = cause.__cause__
-
-    def _load_index(self, workflow_name: str, task_name: str) -> list[tuple[str, Any]]:
-        try:
-            pairs = self.store.load(self._index_key(workflow_name, task_name))
-        except KeyNotFoundError:
-            return []
-        return [(name, pid) for name, pid in pairs]
-
-    def _update_index(self, workflow_name: str, task_name: str, active: _Active) -> None:
-        """Writes the (name, pid) pairs the save wrote, and removes the side objects of the value
-        it replaced."""
-        if not active.written and not self.persistent_classes:
-            return  # nothing written, and nothing could have been (no serializers): no requests
-        key = self._index_key(workflow_name, task_name)
-        old = self._load_index(workflow_name, task_name)
-        if active.written:
-            self.store.save(key, [(name, pid) for name, pid in active.written])
-        elif old:
-            self.store.delete(key)
-        stale = [pair for pair in old if not _has_pair(active.written, pair)]
-        if stale:
-            errors: list[BaseException] = []
-            self._remove_pairs(stale, lambda: self._protocols(workflow_name, task_name), errors=errors)
-            if errors:
-                warnings.warn(
-                    f"{self._where(workflow_name, task_name)}: removing a side object of the replaced value failed "
-                    f"({type(errors[0]).__name__}: {errors[0]})",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-
-    def _remove_pairs(
-        self,
-        pairs: list[tuple[str, Any]],
-        make_protocols: Callable[[], dict[str, Any]],
-        *,
-        errors: list[BaseException] | None = None,
-        quiet: bool = False,
-    ) -> None:
-        """Calls each pair's serializer's ``remove``. A side object already gone is no error;
-        other failures are raised, or collected in ``errors``, or ignored (``quiet``). Pairs of
-        serializers not registered here are skipped: their side objects go with the side area."""
-        protocols: dict[str, Any] | None = None
-        for name, pid in pairs:
-            serializer = self.persistent_classes.get(name)
-            if serializer is None:
-                continue
-            try:
-                if protocols is None:
-                    protocols = make_protocols()
-                serializer.remove(pid, protocols)
-            except (FileNotFoundError, KeyNotFoundError):
-                pass
-            except Exception as exc:
-                if quiet:
-                    continue
-                if errors is None:
-                    raise
-                errors.append(exc)
-
     def _remove_task(self, workflow_name: str, task_name: str) -> None:
         key = self._key(workflow_name, task_name)
-        if self._is_reserved(task_name) or not self.store.exists(key):
+        if not (_valid_name(workflow_name) and _valid_name(task_name)) or not self.store.exists(key):
             raise FileNotFoundError(f"Path {self._where(workflow_name, task_name)} is not found")
-        pairs = self._load_index(workflow_name, task_name)
-        self._remove_pairs(pairs, lambda: self._protocols(workflow_name, task_name))
         try:
             self.store.delete(key)
         except KeyNotFoundError:
             raise FileNotFoundError(f"Path {self._where(workflow_name, task_name)} is not found") from None
-        try:
-            self.store.delete(self._index_key(workflow_name, task_name))
-        except KeyNotFoundError:
-            pass
-        if pairs or self.persistent_classes:
-            self.store.delete_prefix(self._bigdata(workflow_name, task_name) + "/")
-            self._remove_local(workflow_name, task_name)
+        except Exception as exc:  # a FreightError, or the serializer's own through it
+            _raise_original(exc)
+            raise
 
     def __repr__(self) -> str:
         return f"<{type(self).__qualname__} {self.store.url}>"
-
-
-def _valid_name(name: str) -> bool:
-    return isinstance(name, str) and bool(name) and all(name.split("/"))
-
-
-def _task_from_segment(segment: str) -> str:
-    return re.sub("%(25|2F)", lambda m: "%" if m.group(1) == "25" else "/", segment)
-
-
-def _has_pair(pairs: list[tuple[str, Any]], pair: tuple[str, Any]) -> bool:
-    for p in pairs:
-        try:
-            if p == pair:
-                return True
-        except Exception:  # a pid whose == gives no bool (an array): not the same
-            pass
-    return False
-
-
-# -- file ---------------------------------------------------------------------------------------
-
-
-class LocalFiles:
-    """``protocols[FILE_PROTOCOL]`` on a file storage: files in the task's folder
-    ``<path>/<workflow>/.functionfuse/bigdata/<task>/`` (``path`` is that folder)."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def _file(self, filename: str) -> str:
-        return os.path.join(self.path, *_encode_path(filename))
-
-    def open(self, filename: str, mode: str = "rb") -> IO[Any]:
-        path = self._file(filename)
-        if any(c in mode for c in "wax"):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-        return open(path, mode)
-
-    def remove(self, filename: str) -> None:
-        os.remove(self._file(filename))
-
-    def __repr__(self) -> str:
-        return f"<LocalFiles {self.path}>"
 
 
 class FileStorage(FunctionFuseStorage):
@@ -562,116 +413,17 @@ class FileStorage(FunctionFuseStorage):
     def __init__(self, path: str | os.PathLike[str]):
         self.path = os.fspath(path)
         super().__init__(self.path)
-        url = self.store.url
-        self._root = url[len("file://") :] if url.startswith("file://") else os.path.abspath(self.path)
 
-    def _folder(self, workflow_name: str) -> str:
-        return os.path.join(self._root, *_encode_path(workflow_name))
-
-    def _bigdata_folder(self, workflow_name: str, task_name: str) -> str:
-        return os.path.join(self._root, *_encode_path(self._bigdata(workflow_name, task_name)))
+    def _folder(self, workflow_name: str) -> Any:
+        return self.store._native.local_path(workflow_name)
 
     def new_workflow(self, workflow_name: str) -> None:
         os.makedirs(self._folder(workflow_name), exist_ok=True)
 
-    def _protocols(self, workflow_name: str, task_name: str) -> dict[str, Any]:
-        return {FILE_PROTOCOL: LocalFiles(self._bigdata_folder(workflow_name, task_name))}
-
-    def _remove_local(self, workflow_name: str, task_name: str | None) -> None:
+    def _remove_folder(self, workflow_name: str) -> None:
         import shutil
 
-        if task_name is None:
-            shutil.rmtree(self._folder(workflow_name), ignore_errors=True)
-            return
-        shutil.rmtree(self._bigdata_folder(workflow_name, task_name), ignore_errors=True)
-        # Empty folders left above it, up to the workflow's.
-        folder = os.path.join(self._folder(workflow_name), *_BIGDATA.split("/"))
-        for path in (folder, os.path.dirname(folder)):
-            try:
-                os.rmdir(path)
-            except OSError:
-                break
-
-
-# -- memory -------------------------------------------------------------------------------------
-
-
-class _StoredFile(io.BytesIO):
-    """A file kept as a value of the store: read in whole when opened, written back on close."""
-
-    def __init__(self, store: Any, key: str, data: bytes, *, writable: bool, append: bool):
-        super().__init__(data)
-        self._store, self._key = store, key
-        self._can_write = writable
-        if append:
-            self.seek(0, io.SEEK_END)
-
-    def writable(self) -> bool:
-        return self._can_write and super().writable()
-
-    def _refuse(self) -> None:
-        raise io.UnsupportedOperation("write: the file is not open for writing")
-
-    def write(self, data: Any) -> int:
-        if not self._can_write:
-            self._refuse()
-        return super().write(data)
-
-    def writelines(self, lines: Any) -> None:
-        for line in lines:
-            self.write(line)
-
-    def truncate(self, size: int | None = None) -> int:
-        if not self._can_write:
-            self._refuse()
-        return super().truncate(size)
-
-    def close(self) -> None:
-        if not self.closed and self._can_write:
-            self._store.save(self._key, self.getvalue())
-        super().close()
-
-
-class StoredFiles:
-    """``protocols[FILE_PROTOCOL]`` on a memory storage: each file is a value of the store,
-    under ``<workflow>/.functionfuse/bigdata/<task>/<filename>`` (``prefix``)."""
-
-    def __init__(self, store: Any, prefix: str):
-        self.store = store
-        self.prefix = prefix if prefix.endswith("/") else prefix + "/"
-
-    def _key(self, filename: str) -> str:
-        _encode_path(filename)  # checks it
-        return self.prefix + filename
-
-    def open(self, filename: str, mode: str = "rb") -> IO[Any]:
-        key = self._key(filename)
-        kind = mode.replace("b", "").replace("t", "").replace("+", "")
-        if len(kind) != 1 or kind not in "rwax" or len(set(mode)) != len(mode):
-            raise ValueError(f"invalid mode: {mode!r}")
-        update = "+" in mode
-        data = b""
-        if kind in "ra":
-            try:
-                data = bytes(self.store.load(key))
-            except KeyNotFoundError:
-                if kind == "r":
-                    raise FileNotFoundError(f"No such file: {filename!r} ({key})") from None
-        elif kind == "x" and self.store.exists(key):
-            raise FileExistsError(f"File exists: {filename!r} ({key})")
-        f = _StoredFile(self.store, key, data, writable=kind != "r" or update, append=kind == "a")
-        if "b" not in mode:
-            return io.TextIOWrapper(f, encoding="utf-8")
-        return f
-
-    def remove(self, filename: str) -> None:
-        try:
-            self.store.delete(self._key(filename))
-        except KeyNotFoundError:
-            raise FileNotFoundError(f"No such file: {filename!r}") from None
-
-    def __repr__(self) -> str:
-        return f"<StoredFiles {self.store.url}{self.prefix}>"
+        shutil.rmtree(self._folder(workflow_name), ignore_errors=True)
 
 
 class MemoryStorage(FunctionFuseStorage):
@@ -680,9 +432,6 @@ class MemoryStorage(FunctionFuseStorage):
 
     def __init__(self) -> None:
         super().__init__("memory://")
-
-    def _protocols(self, workflow_name: str, task_name: str) -> dict[str, Any]:
-        return {FILE_PROTOCOL: StoredFiles(self.store, self._bigdata(workflow_name, task_name))}
 
 
 # -- S3 -----------------------------------------------------------------------------------------
@@ -743,9 +492,7 @@ class S3FileStorage(FunctionFuseStorage):
             raise StorageError(f"an S3 storage needs a path 'bucket/prefix'; got {path!r}")
         self.s3fs_pars = s3fs_options
         self.path = f"s3://{bare}"
-        bucket, _, prefix = bare.partition("/")
-        self._bucket = bucket
-        self._prefix = [s for s in prefix.split("/") if s]
+        self._bucket = bare.partition("/")[0]
         self._s3: Any = None
         super().__init__(self.path, **_s3_open_options(s3fs_options))
 
@@ -758,7 +505,6 @@ class S3FileStorage(FunctionFuseStorage):
             self._s3 = _import_s3fs().S3FileSystem(**self.s3fs_pars)
         return self._s3
 
-    def _protocols(self, workflow_name: str, task_name: str) -> dict[str, Any]:
-        segments = [_encode_segment(s) for s in self._prefix] + _encode_path(self._bigdata(workflow_name, task_name))
-        folder = posixpath.join(self._bucket, *segments)
-        return {S3_PROTOCOL: {"client": self.get_s3(), "folder": folder}}
+    def _protocols(self, side: SideArea) -> dict[str, Any]:
+        # The side area as s3fs names it: "bucket/<its object path>" (freight-store's key encoding).
+        return {S3_PROTOCOL: {"client": self.get_s3(), "folder": f"{self._bucket}/{side.object_path()}"}}

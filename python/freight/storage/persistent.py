@@ -7,109 +7,177 @@ A persistent serializer is an object with ``name`` (a short identifier), ``types
 it handles) and::
 
     save(obj, side: SideArea) -> ref     # writes side objects; ref: a natively encodable value
+                                         # (or NotImplemented: keep obj in the payload, pickled;
+                                         # only for a serializer that says safe = False)
     load(ref, side: SideArea) -> obj     # may be lazy (a dask array over the zarr array)
+    remove(ref, side: SideArea) -> None  # optional: called before its side objects are deleted
+                                         # (for what it keeps elsewhere); a missing file is no error
 
-Side objects of the value under ``key`` live under ``<key>.freight-side/<save id>/``: a new save
-writes a new save id, then replaces the envelope, then removes the older side objects, so a
-reader of the old envelope never sees them change. ``Store.list`` hides them; ``Store.delete``
-removes them with the value.
+and optionally ``tag`` (default ``freight.persistent.<name>``), ``safe`` (default True: loading
+runs only the serializer's code on its reference) and ``subclasses`` (default True).
+
+Side objects of the value under ``key`` live under ``<key>.freight-side/<save id>/`` (see
+:mod:`freight.storage.side`): a new save writes a new save id, then replaces the envelope, then
+removes the older side objects, so a reader of the old envelope never sees them change.
+``Store.list`` hides them; ``Store.delete`` removes them with the value; a save that fails
+removes those it wrote.
+
+The store is bound to its serializers: :meth:`Store.register_persistent` registers an
+:class:`Adapter` holding the store in the store's own registry layer, and the store tells the
+adapter which save or load it is running (:class:`Transfer`, kept by the store per thread:
+encoding and decoding call serializers on the caller's thread).
 """
 
 from __future__ import annotations
 
-import contextvars
 import itertools
 import os
-from typing import Any
+import pickle
+from typing import TYPE_CHECKING, Any
 
-from freight.exceptions import DeserializationError, KeyNotFoundError, StorageError
+from freight import _api
+from freight.exceptions import DeserializationError, KeyNotFoundError, SerializationError, StorageError
+from freight.storage.side import SIDE, SideArea
 
-__all__ = ["SideArea", "SIDE", "DaskZarr", "XarrayZarr", "PandasParquet", "PolarsParquet"]
+if TYPE_CHECKING:
+    from freight.storage.store import Store
 
-SIDE = ".freight-side/"
+__all__ = ["Adapter", "Transfer", "DaskZarr", "XarrayZarr", "PandasParquet", "PolarsParquet"]
 
-# (native store, key, save id) of the save or load in progress, for the adapters' encode/decode.
-_CURRENT: contextvars.ContextVar[tuple[Any, str, str] | None] = contextvars.ContextVar("freight_side", default=None)
-
-
-def is_side_key(key: str) -> bool:
-    return SIDE in key
-
-
-class SideArea:
-    """The side objects of one persistent value: keys under one prefix of the store."""
-
-    def __init__(self, native: Any, prefix: str):
-        self.native = native
-        self.prefix = prefix if prefix.endswith("/") else prefix + "/"
-
-    def put(self, name: str, data: Any) -> None:
-        self.native.put_bytes(self.prefix + name, [data])
-
-    def get(self, name: str) -> memoryview:
-        try:
-            return memoryview(self.native.get(self.prefix + name))
-        except KeyNotFoundError as exc:
-            raise self.missing(name) from exc
-
-    def missing(self, name: str = "") -> StorageError:
-        return StorageError(
-            f"{self.native.url}: the side object {self.prefix + name!r} of a stored value is missing "
-            "(deleted or never completely written); save the value again"
-        )
-
-    def zarr_store(self, *, read_only: bool = False) -> Any:
-        from freight.storage.zarr_store import FreightZarrStore
-
-        return FreightZarrStore(self.native, self.prefix, read_only=read_only)
-
-    def exists(self) -> bool:
-        return bool(self.native.list(self.prefix))
+# The suffix of the record of a persistent value's reference, beside its folder.
+REF = ".ref"
 
 
-class Adapter:
-    """A persistent serializer as a registry entry of the store's own layer: encode writes the
-    side objects and returns the reference as metadata; decode reads them back."""
+class Transfer:
+    """One save or load of ``key`` in progress: where its persistent values' side objects go
+    (a new save id for a save), and the areas written so far (removed if the save fails)."""
 
-    def __init__(self, serializer: Any):
-        self.serializer = serializer
-        self.tag = f"freight.persistent.{serializer.name}"
-        self.types = tuple(serializer.types)
-        self._counter = itertools.count()
+    def __init__(self, key: str, save_id: str = ""):
+        self.key = key
+        self.save_id = save_id
+        self.areas: list[str] = []
+        self._count = itertools.count()
 
-    def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
-        current = _CURRENT.get()
-        if current is None:
-            raise StorageError(
-                f"persistent serializer {self.serializer.name!r} writes through a store: save the value with "
-                "Store.save, not freight.dumps"
-            )
-        native, key, save_id = current
-        prefix = f"{key}{SIDE}{save_id}/{self.serializer.name}-{next(self._counter)}/"
-        ref = self.serializer.save(obj, SideArea(native, prefix))
-        return {"side": prefix, "ref": ref}, []
-
-    def deserialize(self, meta: Any, frames: list[Any]) -> Any:
-        current = _CURRENT.get()
-        if current is None:
-            raise DeserializationError(
-                f"the payload holds a value of persistent serializer {self.serializer.name!r}, kept beside it "
-                "in a store: load it with Store.load"
-            )
-        native, key, _ = current
-        if not isinstance(meta, dict) or not isinstance(meta.get("side"), str):
-            raise DeserializationError(f"corrupt persistent reference {meta!r}")
-        side = meta["side"]
-        if not side.startswith(f"{key}{SIDE}"):
-            raise DeserializationError(f"a persistent reference points outside its value's side area: {side!r}")
-        area = SideArea(native, side)
-        if not area.exists():
-            raise area.missing()
-        return self.serializer.load(meta.get("ref"), area)
+    def new_area(self, native: Any, name: str) -> SideArea:
+        prefix = f"{self.key}{SIDE}{self.save_id}/{name}-{next(self._count)}/"
+        self.areas.append(prefix)
+        return SideArea(native, prefix)
 
 
 def new_save_id() -> str:
     return os.urandom(8).hex()
+
+
+def ref_key(area: SideArea) -> str:
+    return area.prefix.rstrip("/") + REF
+
+
+class Adapter:
+    """A persistent serializer as a registry entry of its store's own layer: encode writes the
+    side objects of the save in progress and returns the reference as metadata; decode reads
+    them back."""
+
+    def __init__(self, serializer: Any, store: Store):
+        self.serializer = serializer
+        self.store = store
+        self.name = str(serializer.name)
+        self.tag = getattr(serializer, "tag", None) or f"freight.persistent.{self.name}"
+        self.types = tuple(serializer.types)
+        self.safe = bool(getattr(serializer, "safe", True))
+        self.subclasses = bool(getattr(serializer, "subclasses", True))
+        self._remove = getattr(serializer, "remove", None)
+
+    def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
+        transfer = self.store._transfer()
+        if transfer is None or not transfer.save_id:
+            raise SerializationError(
+                f"objects of {type(obj).__qualname__} go to the persistent serializer {self.name!r}, which "
+                f"writes through its store ({self.store.url}): save them with Store.save, not dumps"
+            )
+        native = self.store._native
+        area = transfer.new_area(native, self.name)
+        ref = self.serializer.save(obj, area)
+        if ref is NotImplemented:  # keep it in the payload
+            if self.safe:
+                raise SerializationError(
+                    f"persistent serializer {self.name!r} returned NotImplemented, which keeps the object in the "
+                    "payload pickled: only a serializer that says safe = False may do that"
+                )
+            return {"inline": True}, [pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)]
+        native.put_bytes(ref_key(area), [_api.dumps(ref)])
+        return {"side": area.prefix, "ref": ref}, []
+
+    def deserialize(self, meta: Any, frames: list[Any]) -> Any:
+        if isinstance(meta, dict) and meta.get("inline") is True and not self.safe and len(frames) == 1:
+            return pickle.loads(frames[0])
+        transfer = self.store._transfer()
+        if transfer is None:
+            raise DeserializationError(
+                f"the payload holds a value of persistent serializer {self.name!r}, kept beside it in a store: "
+                "load it with Store.load"
+            )
+        if not isinstance(meta, dict) or not isinstance(meta.get("side"), str):
+            raise DeserializationError(f"corrupt persistent reference {meta!r}")
+        side = meta["side"]
+        if not side.startswith(f"{transfer.key}{SIDE}") or ".." in side.split("/"):
+            raise DeserializationError(f"a persistent reference points outside its value's side area: {side!r}")
+        native = self.store._native
+        area = SideArea(native, side)
+        # (Values saved before references were recorded have only their objects.)
+        if not native.exists(ref_key(area)) and not native.list(area.prefix):
+            raise area.missing()
+        return self.serializer.load(meta.get("ref"), area)
+
+    def remove(self, area: SideArea) -> None:
+        """Calls the serializer's ``remove`` for the value kept in ``area`` (if it has one)."""
+        if self._remove is None:
+            return
+        try:
+            ref = _api.loads(self.store._native.get(ref_key(area)), allow_pickle=False)
+        except KeyNotFoundError:
+            return  # never completely written: nothing to remove but the objects themselves
+        try:
+            self._remove(ref, area)
+        except (FileNotFoundError, KeyNotFoundError):
+            pass  # already gone
+
+
+def remove_refs(store: Store, prefixes: list[str], errors: list[BaseException] | None = None) -> None:
+    """Calls the serializers' ``remove`` for the persistent values kept under ``prefixes``
+    (side areas of serializers not registered with ``store`` are skipped: deleting their
+    objects is all there is to do). A failure raises, or is collected in ``errors``."""
+    if not store._adapters:
+        return
+    native = store._native
+    for prefix in prefixes:
+        for key in sorted(key for key, *_ in native.list(prefix) if key.endswith(REF)):
+            name = key[key.rindex("/") + 1 : -len(REF)].rsplit("-", 1)[0]
+            adapter = store._adapters.get(name)
+            if adapter is None:
+                continue
+            try:
+                adapter.remove(SideArea(native, key[: -len(REF)] + "/"))
+            except Exception as exc:
+                if errors is None:
+                    raise
+                errors.append(exc)
+
+
+def stale_saves(store: Store, key: str, keep: str | None = None) -> list[str]:
+    """The prefixes of the side objects of the saves of ``key`` other than ``keep``."""
+    side = f"{key}{SIDE}"
+    saves = {name[len(side) :].split("/", 1)[0] for name, *_ in store._native.list(side)}
+    return [f"{side}{save_id}/" for save_id in sorted(saves - {keep})]
+
+
+def side_error(errors: list[BaseException], what: str) -> StorageError:
+    first = errors[0]
+    return StorageError(
+        f"{what}: a persistent serializer failed to remove a side object ({type(first).__name__}: {first})"
+    )
+
+
+# -- persistent serializers ---------------------------------------------------------------------
 
 
 class DaskZarr:

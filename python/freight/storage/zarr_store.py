@@ -58,7 +58,7 @@ class FreightZarrStore(Store):
         try:
             if byte_range is None:
                 return bytes(memoryview(self._native.get(full)))
-            size, _ = self._native.head(full)
+            size = self._native.head(full)[0]
             if isinstance(byte_range, RangeByteRequest):
                 start, end = byte_range.start, byte_range.end
             elif isinstance(byte_range, OffsetByteRequest):
@@ -119,4 +119,4 @@ class FreightZarrStore(Store):
 
     async def _names(self, prefix: str) -> list[str]:
         entries = await asyncio.to_thread(self._native.list, self._key(prefix))
-        return [name[len(self._prefix) :] for name, _, _ in entries]
+        return [name[len(self._prefix) :] for name, *_ in entries]

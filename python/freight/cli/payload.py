@@ -1,0 +1,119 @@
+"""``freight inspect`` and ``freight verify``: what a payload holds and whether it is intact,
+without decoding it. A payload is a file, or a stored value (``URL KEY``, read through
+:mod:`freight.cli.store`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+import freight
+from freight import _files
+from freight.cli import store as store_verbs
+from freight.cli.common import CliError, read_key
+from freight.cli.describe import format_inspect, frame_table, not_a_payload
+
+if TYPE_CHECKING:
+    from freight._freight import PayloadInfo
+
+__all__ = ["add_parsers"]
+
+_WHERE = (
+    "a payload file, or a store (a folder, file://PATH or s3://BUCKET/PREFIX) followed by a KEY as it "
+    "was saved (a local store percent-encodes some characters of its keys in file names: "
+    "_t.<locals>.s_0 is the file _t.%3Clocals%3E.s_0)"
+)
+_KEY_FILE = "a file holding the signing key's bytes as they are (one trailing newline is ignored)"
+
+
+def _read_payload(path: str) -> Any:
+    """The file's bytes (memory-mapped when large, as freight.load does)."""
+    try:
+        data = _files.read_payload(path)
+    except OSError as exc:  # freight.PathError: its text says what to check
+        raise CliError(f"{path}: {exc.strerror or exc}") from exc
+    if len(data) == 0:
+        raise CliError(f"{path}: empty file, not a freight payload")
+    return data
+
+
+def _inspect(path: str, data: Any, key: bytes | None = None) -> PayloadInfo:
+    reason = not_a_payload(data)
+    if reason is not None:
+        raise CliError(f"{path}: {reason}")
+    try:
+        return freight.inspect(data, key=key)
+    except freight.FreightError as exc:
+        raise CliError(f"{path}: not a valid freight payload: {exc}") from exc
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    if args.key is not None:  # URL KEY: what `cat` prints
+        args.url = args.file
+        return store_verbs.cmd_cat(args)
+    key = read_key(args.key_file)
+    info = _inspect(args.file, _read_payload(args.file), key)
+    print(format_inspect(info, args.file))
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    key = read_key(args.key_file)
+    if args.key is not None:  # URL KEY: a stored value
+        label, data = store_verbs.read_stored(args, args.file, args.key)
+    else:
+        label, data = args.file, _read_payload(args.file)
+    reason = not_a_payload(data)
+    if reason is not None:
+        print(f"{label}: FAILED: {reason}", file=sys.stderr)
+        return 1
+    try:
+        freight.verify(data, key=key)
+    except freight.FreightError as exc:
+        print(f"{label}: FAILED: {exc}", file=sys.stderr)
+        try:
+            frames = freight.inspect(data)["frames"]
+        except freight.FreightError:
+            frames = []  # the header itself is bad: there is no frame table to show
+        if frames:
+            print("\n".join(frame_table(frames)), file=sys.stderr)
+        return 1
+    frames = freight.inspect(data)["frames"]
+    unchecked = sum(f["checksum_ok"] is None for f in frames)
+    checked = len(frames) - unchecked
+    parts = ["header and node tree ok"]
+    if not frames:
+        parts.append("no frames")
+    if checked:
+        parts.append(f"{checked} frame checksum{'s' if checked != 1 else ''} ok")
+    if unchecked:
+        parts.append(f"{unchecked} frame{'s' if unchecked != 1 else ''} without a checksum (not verifiable)")
+    if key is not None:
+        parts.append("signature ok")
+    detail = ", ".join(parts)
+    print(f"{label}: OK ({detail})")
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Adds inspect and verify to the ``freight`` command's subparsers."""
+    p = sub.add_parser(
+        "inspect",
+        help="describe a payload (a file, or a stored value) without decoding it",
+        description="Describe a payload without decoding it: " + _WHERE + ".",
+    )
+    p.add_argument("file", metavar="FILE | URL")
+    p.add_argument("key", metavar="KEY", nargs="?", help="with URL: the key of the stored value")
+    p.add_argument("--key-file", metavar="PATH", help="also check the signature with the key in " + _KEY_FILE)
+    p.set_defaults(func=_cmd_inspect, parser=p)
+
+    p = sub.add_parser(
+        "verify",
+        help="check a payload's header, frame checksums and node tree without decoding it",
+        description="Check a payload's header, frame checksums and node tree without decoding it: " + _WHERE + ".",
+    )
+    p.add_argument("file", metavar="FILE | URL")
+    p.add_argument("key", metavar="KEY", nargs="?", help="with URL: the key of the stored value")
+    p.add_argument("--key-file", metavar="PATH", help="also require a valid signature under the key in " + _KEY_FILE)
+    p.set_defaults(func=_cmd_verify, parser=p)

@@ -1,0 +1,339 @@
+"""``Store``: named values in one place (a local folder, memory or S3), over freight-store's
+``NativeStore``; values are ``dumps`` payloads written atomically and streamed, and the
+byte-level API (``head``, ``get_bytes``, ``put_bytes``, ``list_objects``) reaches the stored
+objects as they are (what the command line and ``copy_values`` use)."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from freight import _api, _files
+from freight.exceptions import StorageError, checks_options
+from freight.registry import Registry
+from freight.storage import persistent
+from freight.storage.persistent import Adapter, Transfer, new_save_id
+from freight.storage.progress import THRESHOLD, progress
+from freight.storage.side import SIDE, is_side_key, side_owner, side_save_id
+
+if TYPE_CHECKING:
+    from freight._api import Freight
+
+__all__ = ["Store", "StoredObject"]
+
+
+def _q(text: str) -> str:
+    """A URL or key in a message, quoted as the native store's errors quote them."""
+    import json  # only for messages: not needed to import freight
+
+    return json.dumps(text, ensure_ascii=False)
+
+
+class StoredObject(NamedTuple):
+    """What the backend knows of a stored object, without reading it."""
+
+    key: str
+    size: int  # bytes
+    modified: float  # seconds since the epoch
+    etag: str | None  # the backend's version tag of the bytes (S3's ETag), when it has one
+
+
+class _Bar:
+    """A progress bar (freight[progress]) opened on the first report of a transfer, shown only
+    for large ones on a terminal (see freight.storage.progress)."""
+
+    def __init__(self, description: str):
+        self.description = description
+        self._context: Any = None
+        self._bar: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._context is None:
+            self._context = progress(total, self.description)
+            self._bar = self._context.__enter__()
+        if self._bar.active:
+            self._bar.update(done)
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._context is not None:
+            self._context.__exit__(*exc)
+
+
+class Store(MutableMapping[str, Any]):
+    """Named values in one place. Also a ``MutableMapping``: ``store[key] = obj``,
+    ``store[key]``, ``key in store``, ``del store[key]``, ``iter(store)``, ``len(store)``.
+
+    Keys are ``/``-separated names (``"run-3/_test.<locals>.sum_0000"``): any characters, no
+    empty segments; ``list`` gives back exactly the names that were saved.
+    """
+
+    def __init__(self, native: Any, *, freight: Freight | None = None, compression: Any = "auto"):
+        self._native = native
+        self.freight: Freight = _api._DEFAULT if freight is None else freight
+        self.compression = compression
+        # name -> the adapter of a persistent serializer registered with this store.
+        self._adapters: dict[str, Adapter] = {}
+        # The save or load running on each thread (the adapters ask for it).
+        self._local = threading.local()
+
+    # -- persistent serializers ---------------------------------------------------------------
+
+    def register_persistent(self, serializer: Any) -> None:
+        """Keeps values of ``serializer.types`` (and their subclasses) beside the envelope in
+        their own format, through this store (see :mod:`freight.storage.persistent`): e.g.
+        ``store.register_persistent(persistent.DaskZarr())`` writes dask arrays as zarr arrays,
+        chunk by chunk, and loads them back lazily. Values already saved are not rewritten. A
+        serializer registered under the name of an earlier one replaces it."""
+        name = getattr(serializer, "name", None)
+        if not isinstance(name, str) or not name or "/" in name:
+            raise StorageError(f"persistent serializer {serializer!r} needs a name: a non-empty str without '/'")
+        if not self._adapters:
+            # This store's own registry layer over its Freight's, with the same options.
+            self.freight = self.freight.replace(registry=Registry(parent=self.freight.registry))
+        adapter = Adapter(serializer, self)
+        self.freight.register(adapter, tag=adapter.tag, types=adapter.types, safe=adapter.safe, replace=True)
+        self._adapters[name] = adapter
+
+    def _transfer(self) -> Transfer | None:
+        """The save or load of this store running on this thread (None outside one)."""
+        return getattr(self._local, "transfer", None)
+
+    @contextmanager
+    def _running(self, transfer: Transfer | None) -> Iterator[None]:
+        outer = self._transfer()
+        self._local.transfer = transfer
+        try:
+            yield
+        finally:
+            self._local.transfer = outer
+
+    # -- where ------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """Where the store is (``file:///abs/path``, ``memory://``, ``s3://bucket/prefix``)."""
+        return self._native.url
+
+    @property
+    def backend(self) -> str:
+        """``"file"``, ``"memory"`` or ``"s3"``."""
+        return self._native.backend
+
+    # -- values -----------------------------------------------------------------------------
+
+    def _sign_key(self, key: Any) -> bytes | None:
+        if key is None:
+            key = self.freight.options.key
+        if key is None:
+            return None
+        if isinstance(key, (list, tuple)):
+            key = key[0] if key else None
+        return bytes(key) if key is not None else None
+
+    @checks_options("Store.save")
+    def save(
+        self, key: str, obj: Any, /, *, if_absent: bool = False, compression: Any = None, sign_key: Any = None
+    ) -> None:
+        """Stores ``obj`` under ``key``, atomically, replacing what was there.
+
+        Args:
+            if_absent: refuse to replace an existing value (``KeyExistsError``); conditional on
+                the backend (If-None-Match on S3, a no-replace link locally), so two writers
+                cannot both succeed.
+            compression: overrides the store's default (``"auto"``); ``"none"`` stores raw frames.
+            sign_key: sign with this key (default: the store's ``Freight`` key, if any).
+
+        Raises:
+            SerializationError: ``obj`` cannot be encoded.
+            KeyExistsError: ``if_absent`` and a value is stored there.
+            StorageError: the backend failed (the message says what to check).
+        """
+        if is_side_key(key):
+            raise StorageError(f"invalid key {key!r}: names holding {SIDE!r} are reserved for side objects")
+        signing = self._sign_key(sign_key)
+        transfer = Transfer(key, new_save_id()) if self._adapters else None
+        try:
+            with self._running(transfer):
+                # Encoded, compressed, checksummed and signed once; streamed from the objects' memory.
+                payload = self.freight._dumps_parts(
+                    obj,
+                    checksum=True,
+                    compression=self.compression if compression is None else compression,
+                    key=signing,
+                )
+            with _Bar(f"save {key}") as bar:
+                self._native.put_parts(
+                    key, payload, if_absent=if_absent, progress=bar if payload.nbytes >= THRESHOLD else None
+                )
+        except BaseException:
+            if transfer is not None and transfer.areas:  # side objects of no value: removed
+                self._drop_saves([f"{key}{SIDE}{transfer.save_id}/"], errors=[])
+            raise
+        existing = getattr(self._native, "existing", None)
+        if existing is not None:  # a new folder exists now: use the native store itself
+            self._native = existing() or self._native
+        if transfer is not None:
+            self._drop_stale(key, keep=transfer.save_id)
+
+    def load(self, key: str, /, *, mmap: bool = False, **options: Any) -> Any:
+        """The value stored under ``key``.
+
+        Args:
+            mmap: on a local folder store, map the file instead of reading it: arrays come back
+                as read-only views of the mapping (constant time whatever the size), which lives
+                as long as they do. Compressed frames cannot be viewed: they are decompressed
+                into new memory, with a :class:`freight.FreightWarning` (values meant to be
+                mapped are saved with ``compression="none"``).
+            **options: for :meth:`freight.Freight.loads` (``allow_pickle``, ``verify``, ``key``,
+                ``zero_copy``, ``max_size``).
+
+        Raises:
+            KeyNotFoundError: nothing is stored under ``key`` (also a ``KeyError``).
+            DeserializationError: the stored bytes are not a valid payload (or a subclass:
+                IntegrityError, UnsafePayloadError, ...).
+            StorageError: the backend failed; ``mmap=True`` on a store that is not local.
+        """
+        if mmap:
+            data = self._native.map(key)
+            options.setdefault("zero_copy", True)
+            compressed = _files.compressed_frames(data)
+            if compressed:
+                fix = 'save it with compression="none" (or open the store with compression=None)'
+                warnings.warn(_files.mapped_compressed_warning(f"{self.url}: {_q(key)}", compressed, fix), stacklevel=2)
+        else:
+            with _Bar(f"load {key}") as bar:
+                data = self._native.get(key, progress=bar)
+        try:
+            with self._running(Transfer(key) if self._adapters else None):
+                return self.freight.loads(data, **options)
+        except TypeError as exc:
+            error = _api.codec_option_error(exc, "Store.load", "loads", extra=["mmap"])
+            if error is None:
+                raise
+            raise error from None
+
+    def exists(self, key: str, /) -> bool:
+        return self._native.exists(key)
+
+    def delete(self, key: str, /) -> None:
+        """Removes the value under ``key`` and its side objects (``KeyNotFoundError`` if there is
+        no value). The persistent serializers' ``remove`` runs first: if one fails, its error is
+        raised and nothing is deleted."""
+        saves = self._saves(key)
+        if saves:
+            self._native.head(key)  # KeyNotFoundError before anything is removed
+            try:
+                persistent.remove_refs(self, saves)
+            except Exception as exc:
+                raise persistent.side_error([exc], f"{self.url}: {_q(key)}") from exc
+        self._native.delete(key)
+        for prefix in saves:
+            self._native.delete_prefix(prefix)
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys of the values that start with ``prefix`` (a plain string prefix), sorted."""
+        return [name for name, *_ in self._native.list(prefix) if not is_side_key(name)]
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Removes every value whose key starts with ``prefix``, with its side objects; returns
+        how many objects were deleted. Everything is deleted even if a persistent serializer's
+        ``remove`` fails; then a StorageError says so (its cause is the serializer's error)."""
+        if not prefix:
+            raise StorageError("delete_prefix needs a non-empty prefix; to empty a store, pass each top-level name")
+        errors: list[BaseException] = []
+        if self._adapters:
+            side = {f"{side_owner(k)}{SIDE}{side_save_id(k)}/" for k, *_ in self._native.list(prefix) if is_side_key(k)}
+            persistent.remove_refs(self, sorted(side), errors)
+        n = self._native.delete_prefix(prefix)
+        if errors:
+            raise persistent.side_error(errors, f"{self.url}: {_q(prefix)}") from errors[0]
+        return n
+
+    def info(self, key: str, /) -> dict[str, Any]:
+        """What is stored under ``key``, from its header only (a ranged read): the description
+        :func:`freight.inspect` gives of a payload (``format_version``, ``flags``, ``tags``,
+        ``needs_pickle``, ``signed``, ``producer``, ``header_length``, ``total_length``,
+        ``frames``, ``tree``; each frame's ``offset`` and ``checksum_ok`` are None: the frames
+        are not read), with ``key``, ``size``, ``modified`` (seconds since the epoch) and
+        ``etag``."""
+        return self._native.info(key)
+
+    # -- side objects of earlier saves ------------------------------------------------------
+
+    def _saves(self, key: str) -> list[str]:
+        """The prefixes of the side objects of every save of ``key``."""
+        return persistent.stale_saves(self, key)
+
+    def _drop_saves(self, prefixes: list[str], errors: list[BaseException]) -> None:
+        persistent.remove_refs(self, prefixes, errors)
+        for prefix in prefixes:
+            self._native.delete_prefix(prefix)
+
+    def _drop_stale(self, key: str, keep: str) -> None:
+        """Removes the side objects of earlier saves of ``key``; a serializer's ``remove`` that
+        fails is a warning (the new value is saved)."""
+        errors: list[BaseException] = []
+        self._drop_saves(persistent.stale_saves(self, key, keep), errors)
+        if errors:
+            warnings.warn(
+                f"{persistent.side_error(errors, f'{self.url}: {_q(key)}')} of the value it replaced",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
+    # -- the stored objects as they are -----------------------------------------------------
+
+    def head(self, key: str, /) -> StoredObject:
+        """Size, modification time and etag of the object under ``key`` (a value or a side
+        object), without reading it; ``KeyNotFoundError`` if there is none."""
+        size, modified, etag = self._native.head(key)
+        return StoredObject(key, size, modified, etag)
+
+    def list_objects(self, prefix: str = "", *, side_objects: bool = False) -> list[StoredObject]:
+        """Every stored object whose key starts with ``prefix``, sorted by key, with its size:
+        the values, and with ``side_objects=True`` their side objects too."""
+        return [
+            StoredObject(*entry) for entry in self._native.list(prefix) if side_objects or not is_side_key(entry[0])
+        ]
+
+    def get_bytes(self, key: str, /) -> Any:
+        """The stored bytes under ``key`` as they are (never decoded): a read-only buffer
+        (``memoryview(store.get_bytes(key))``), memory-mapped when it is a large local file."""
+        return self._native.get(key)
+
+    def put_bytes(self, key: str, data: Any, /, *, if_absent: bool = False) -> None:
+        """Stores bytes under ``key`` as they are (a buffer, or a list of buffers written one
+        after the other), atomically; e.g. a payload copied from another store."""
+        parts = list(data) if isinstance(data, (list, tuple)) else [data]
+        self._native.put_bytes(key, parts, if_absent=if_absent)
+
+    # -- MutableMapping ---------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> Any:
+        return self.load(key)
+
+    def __setitem__(self, key: str, obj: Any) -> None:
+        self.save(key, obj)
+
+    def __delitem__(self, key: str) -> None:
+        self.delete(key)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str) or not key:
+            return False
+        return self.exists(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.list())
+
+    def __len__(self) -> int:
+        return len(self.list())
+
+    def __repr__(self) -> str:
+        return f"<freight.storage.Store {self.url}>"
