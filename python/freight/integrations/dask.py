@@ -18,16 +18,18 @@ What it does, and why in two ways (from distributed's own code, 2026.8):
    encode, whatever it raises, is passed on to the next family (``NotImplementedError``, the
    only exception Dask passes on), and so are the types Dask has a handler for and freight no
    encoding of its own (a user's ``dask_serialize``, torch's ``Module``), torch tensors with
-   a ``.grad`` (Dask's handler sends it; freight's does not), and numpy arrays that are not one
-   contiguous block (broadcast, strided: Dask's handler sends a broadcast array unexpanded).
+   a ``.grad`` (Dask's handler sends it; freight's does not), and numpy arrays (Dask's handler
+   is zero copy as freight is, costs the same, and is the one workers use between themselves).
 2. **Per type** (``dask_serialize`` / ``dask_deserialize``): task arguments inside the graph are
    pickled, worker-to-worker transfers use ``("dask", "pickle")`` and spilling uses the defaults,
    so a family alone never reaches them. freight registers itself for the types where it beats
    Dask's own handling (measured, see docs/integrations/dask.md), for values of at least
    ``min_bytes`` (``dask.sizeof``): smaller ones go the way Dask sends them without freight, since
-   freight's fixed cost per table is higher than pickle's today. Dask registers its own handlers
-   for some of these types lazily on first lookup, which would overwrite an earlier registration:
-   freight triggers that lookup first and keeps Dask's handler for the small values.
+   freight's fixed cost per table is higher than pickle's today. Installing imports none of
+   these libraries: a library not yet imported gets freight's handlers when Dask first looks
+   up one of its types (``register_lazy``). Dask registers its own handlers for some of these
+   types lazily too, which would overwrite an earlier registration: freight runs Dask's first
+   and keeps its handler for the small values.
 
 Workers get both through a ``WorkerPlugin`` (``client.register_plugin``: it also reaches workers
 that join later), the scheduler through a ``SchedulerPlugin``. Without code on the client, a
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable
@@ -116,7 +119,7 @@ def _decode(frames: list[Any], path: str) -> Any:
 
 def _family_dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
     cls = type(x)
-    if _leaves_to_dask(cls) or _loses(x) or _strided(x):
+    if _leaves_to_dask(cls) or _loses(x):
         raise NotImplementedError(f"a {cls.__qualname__} goes through Dask's own handler for it")
     try:
         return _encode(x, "family")
@@ -128,10 +131,10 @@ def _family_dumps(x: Any) -> tuple[dict[str, Any], list[Any]]:
 
 # Per type, whether the family leaves it to Dask: Dask has a handler for it (a library's, such as
 # torch's or h5py's, or a user's ``dask_serialize.register``) and freight has no encoding of its
-# own (native, numpy arrays, a serializer in its registry). A handler encodes what freight cannot
-# know about (torch sends ``.grad``); freight's pickling would bypass it. Decided once per type
-# (the lookups cost microseconds); install_local() starts over, so registrations made before it
-# count.
+# own (native, a serializer in its registry; numpy arrays stay Dask's, see _freight_encodes). A
+# handler encodes what freight cannot know about (torch sends ``.grad``); freight's pickling would
+# bypass it. Decided once per type (the lookups cost microseconds); install_local() starts over,
+# so registrations made before it count.
 _leave_to_dask: dict[type, bool] = {}
 _own_handlers: set[Callable[..., Any]] = set()  # freight's per-type handlers (TYPES)
 
@@ -155,33 +158,20 @@ def _dask_handles(cls: type) -> bool:
 
 def _freight_encodes(cls: type) -> bool:
     """Whether freight has its own encoding for ``cls`` (what it replaces Dask's handler with on
-    purpose): a native type, a numpy array, or a serializer in the codec's registry (its
-    built-in ones for the library loaded first); a serializer for a base class counts when it
-    takes subclasses."""
-    if cls in _registry._NATIVE_TYPES or (cls.__module__ == "numpy" and cls.__name__ == "ndarray"):
+    purpose): a native type or a serializer in the codec's registry (its built-in ones for the
+    library loaded first); a serializer for a base class counts when it takes subclasses.
+
+    numpy's ``ndarray`` is not counted: Dask's handler for it is zero copy both ways, as freight's
+    frames are, at the same cost and with the same bytes on the wire (measured in
+    docs/integrations/dask.md), keeps a broadcast or strided array unexpanded, and is what Dask
+    uses for arrays between workers, where no family reaches: one path for arrays everywhere."""
+    if cls in _registry._NATIVE_TYPES:
         return True
     _registry._load_library(cls.__module__.partition(".")[0])
     view = _codec.registry.types_view()
     if cls in view:
         return True
     return any(getattr(view.get(base), "subclasses", False) for base in cls.__mro__[1:])
-
-
-def _strided(x: Any) -> bool:
-    """A numpy array whose memory is not one contiguous block (a broadcast array, a strided
-    slice, a transposed view): Dask's numpy handler sends a zero-stride (broadcast) array as its
-    base data with the strides, unexpanded, where freight's encoding is a contiguous copy of every
-    element (a 80 MB broadcast of a 8 KB row: 8 KB on Dask's path, the whole array on freight's).
-    Contiguous arrays (C or Fortran order) cost the same either way (views, no copy: measured in
-    docs/integrations/dask.md) and stay in the family."""
-    flags = getattr(x, "flags", None)
-    if flags is None or not _is_ndarray(type(x)):
-        return False
-    return not (flags.c_contiguous or flags.f_contiguous)
-
-
-def _is_ndarray(cls: type) -> bool:
-    return any(base.__module__ == "numpy" and base.__name__ == "ndarray" for base in cls.__mro__)
 
 
 def _loses(x: Any) -> bool:
@@ -242,10 +232,17 @@ def _make_type_handlers(cls: type, dask_dumps: Callable[..., Any] | None, dask_l
 
 
 def _register_type(module: str, name: str) -> None:
+    """freight's handlers for ``module.name``: now if its library is imported, else when Dask
+    first looks up one of its types (a value of a library's type cannot exist before the library
+    is imported), so that installing freight imports none of them (torch alone takes seconds and
+    hundreds of MiB in every worker)."""
+    toplevel = module.partition(".")[0]
+    if toplevel not in sys.modules and _register_lazily(toplevel, module, name):
+        return
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
-        return  # the library is not installed here: nothing of that type will arrive
+        return  # not in this version of the library: nothing of that type will arrive
     if cls in _registered:
         return
     from distributed.protocol.serialize import dask_deserialize, dask_serialize
@@ -263,6 +260,46 @@ def _register_type(module: str, name: str) -> None:
     _own_handlers.add(dumps)
     dask_serialize.register(cls)(dumps)
     dask_deserialize.register(cls)(loads)
+
+
+#: library -> the (module, name) types registered on Dask's first lookup of one of its types
+_pending: dict[str, list[tuple[str, str]]] = {}
+
+
+def _register_lazily(toplevel: str, module: str, name: str) -> bool:
+    """Registers ``module.name`` on Dask's first lookup of a type from the library ``toplevel``
+    (``register_lazy``, one function per library on each of Dask's two dispatchers, both replaced
+    by one of freight's): what was there (Dask's own, for torch and pyarrow) runs first, as it
+    would have, then freight registers the library's types over it. False where Dask's
+    dispatchers have no lazy table to read (another version): then register now."""
+    from distributed.protocol.serialize import dask_deserialize, dask_serialize
+
+    dispatchers = (dask_serialize, dask_deserialize)
+    tables = [getattr(d, "_lazy", None) for d in dispatchers]
+    if not all(isinstance(t, dict) for t in tables):
+        return False
+    types = _pending.get(toplevel)
+    if types is None:
+        types = _pending[toplevel] = []
+        previous: list[Callable[[], None]] = []
+        for table in tables:
+            before = table.get(toplevel)
+            if before is not None and before not in previous:
+                previous.append(before)
+
+        def register() -> None:
+            for table in tables:  # the first lookup, on either dispatcher, does it for both
+                table.pop(toplevel, None)
+            for before in previous:
+                before()
+            for pending in _pending.pop(toplevel, ()):
+                _register_type(*pending)
+
+        for dispatch in dispatchers:
+            dispatch.register_lazy(toplevel, register)
+    if (module, name) not in types:
+        types.append((module, name))
+    return True
 
 
 def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tuple[str, str]] = TYPES,
