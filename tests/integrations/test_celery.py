@@ -64,7 +64,6 @@ def celery(redis_server, tmp_path_factory):
 
     saved = {k: os.environ.get(k) for k in ("FREIGHT_CELERY_BROKER", "FREIGHT_CELERY_KEY")}
     os.environ.update(FREIGHT_CELERY_BROKER=broker, FREIGHT_CELERY_KEY=KEY.decode())
-    sys.path.insert(0, _HERE)
     sys.modules.pop("celery_app", None)
     app_module = importlib.import_module("celery_app")
     import freight.integrations.celery as fc
@@ -90,7 +89,6 @@ def celery(redis_server, tmp_path_factory):
                 proc.kill()
                 proc.wait()
             log.close()
-        sys.path.remove(_HERE)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

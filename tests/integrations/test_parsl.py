@@ -34,7 +34,6 @@ def htex(tmp_path_factory):
     )  # workers import parsl_apps
     # HTEX starts interchange.py and process_worker_pool.py from PATH: the virtualenv's scripts
     os.environ["PATH"] = os.pathsep.join(p for p in (os.path.dirname(sys.executable), saved["PATH"]) if p)
-    sys.path.insert(0, _HERE)
     fp.install()
     config = Config(
         executors=[
@@ -59,7 +58,6 @@ def htex(tmp_path_factory):
         dfk.cleanup()
         parsl.clear()
         fp.uninstall()
-        sys.path.remove(_HERE)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

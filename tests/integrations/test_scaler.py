@@ -20,10 +20,9 @@ import freight
 from freight.integrations.scaler import FreightSerializer
 
 # Task functions are pickled by reference, so the workers (started with spawn) must import
-# them: keep their folder on sys.path here and, via PYTHONPATH, in the cluster's processes.
+# them: their folder is on sys.path here (pyproject's pytest pythonpath) and, via PYTHONPATH, in
+# the cluster's processes.
 _HERE = os.path.dirname(os.path.abspath(__file__))
-if _HERE not in sys.path:
-    sys.path.insert(0, _HERE)
 
 import scaler_tasks  # noqa: E402
 
