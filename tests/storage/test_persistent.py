@@ -161,10 +161,11 @@ def test_side_areas_are_files_of_a_local_store_and_hold_their_reference(store_lo
     boxes = BoxFiles()
     store.register_persistent(boxes)
     store.save("run/b", [Box("one"), Box("two")])
+    # Each value's files in its own folder, and beside it the record of its reference.
     names = _side_names(store, "run/b")
-    assert [n.rsplit("/", 1)[1] for n in names] == ["box.txt", "box-0.ref", "box.txt", "box-1.ref"][: len(names)] or (
-        sorted(n.rsplit("/", 1)[1] for n in names) == ["box-0.ref", "box-1.ref", "box.txt", "box.txt"]
-    )
+    save_id = names[0][len(f"run/b{SIDE}") :].split("/", 1)[0]
+    side = f"run/b{SIDE}{save_id}/"
+    assert names == [f"{side}box-0.ref", f"{side}box-0/box.txt", f"{side}box-1.ref", f"{side}box-1/box.txt"]
     assert [b.text for b in store.load("run/b")] == ["one", "two"]
     files = store_location.files()
     if files is not None:  # a local store: the serializer wrote the files themselves
