@@ -123,12 +123,3 @@ def run(quick: bool) -> list[dict[str, Any]]:
             for store in stores.values():
                 store.close()
     return rows
-
-
-if __name__ == "__main__":  # python -m freight.bench.engines.proxystore [--quick]
-    import sys
-
-    from freight.bench.engines import proxystore as _this  # by reference, so that workers import it
-
-    for row in _this.run("--quick" in sys.argv):
-        print(row)

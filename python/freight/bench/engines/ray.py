@@ -150,12 +150,3 @@ def run(quick: bool) -> list[dict[str, Any]]:
         _set_mode("default")
         ray.shutdown()
     return rows
-
-
-if __name__ == "__main__":  # python -m freight.bench.engines.ray [--quick]
-    import sys
-
-    from freight.bench.engines import ray as _this  # by reference, so that workers import it
-
-    for row in _this.run("--quick" in sys.argv):
-        print(row)
