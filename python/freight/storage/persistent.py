@@ -133,7 +133,8 @@ class Adapter:
         if self._remove is None:
             return
         try:
-            ref = _api.loads(self.store._native.get(ref_key(area)), allow_pickle=False)
+            # As its envelope loads: pickle only for a serializer that says it is unsafe.
+            ref = _api.loads(self.store._native.get(ref_key(area)), allow_pickle=not self.safe)
         except KeyNotFoundError:
             return  # never completely written: nothing to remove but the objects themselves
         try:
