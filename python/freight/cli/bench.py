@@ -26,8 +26,10 @@ def run(argv: list[str]) -> int:
         if exc.name is None or not (exc.name == "freight.bench" or exc.name.startswith("freight.bench.")):
             raise
         print(
-            "freight bench: the benchmark package is not part of this installation of freight; it runs from "
-            "a checkout of the repository (pip install -e '.[bench]', then python -m freight bench)",
+            "freight bench: the benchmark is not part of this installation of freight (the wheel leaves it out: "
+            "it compares freight with a dozen libraries freight does not depend on); it runs from a clone of "
+            "freight's repository, where `make bench` installs what it compares and runs it (or `make build`, "
+            "then .venv/bin/python -m freight bench)",
             file=sys.stderr,
         )
         return 2
