@@ -92,6 +92,18 @@ def test_every_layout_round_trips_through_the_rust_path(name):
     assert back.schema.equals(table.schema, check_metadata=True) and back.equals(table)
 
 
+def test_a_dictionary_keeps_its_order_flag_whatever_was_written_before():
+    # arrow-rs leaves dict_is_ordered out of a field's equality: the schema cache gave an
+    # ordered dictionary the bytes of an unordered one written before it (and back).
+    words = pa.array(["lo", "hi"])
+    for nested in (False, True):
+        for ordered in (False, True, False):
+            arr = pa.DictionaryArray.from_arrays(pa.array([0, 1, 0], pa.int8()), words, ordered=ordered)
+            value = pa.StructArray.from_arrays([arr], ["d"]) if nested else arr
+            back = freight.loads(freight.dumps(value), allow_pickle=False)
+            assert back.type == value.type and (back.field(0) if nested else back).type.ordered == ordered
+
+
 def test_tables_and_batches_keep_their_schema_metadata_and_nullability():
     schema = pa.schema(
         [pa.field("i", pa.int64(), nullable=False, metadata={"unit": "m"}), pa.field("s", pa.string())],

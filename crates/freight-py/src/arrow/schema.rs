@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
-use arrow_schema::{Field, FieldRef, Schema};
+use arrow_schema::{DataType, Field, FieldRef, Schema};
 use pyo3::exceptions::PyValueError;
 use pyo3::PyResult;
 
@@ -15,11 +15,8 @@ const CONTINUATION: [u8; 4] = [0xff; 4];
 /// The IPC bytes of a schema whose one field is `field` (cached: encoding the flatbuffer is
 /// most of what exporting a small table costs).
 pub fn to_ipc(field: &FieldRef) -> PyResult<Vec<u8>> {
-    if let Some(bytes) = ENCODED
-        .lock()
-        .ok()
-        .and_then(|c| c.get(field.as_ref()).cloned())
-    {
+    let key = (Field::clone(field), ordered_flags(field));
+    if let Some(bytes) = ENCODED.lock().ok().and_then(|c| c.get(&key).cloned()) {
         return Ok(bytes);
     }
     let bytes = encode(field);
@@ -28,10 +25,42 @@ pub fn to_ipc(field: &FieldRef) -> PyResult<Vec<u8>> {
             if cache.len() >= CACHE_ENTRIES {
                 cache.clear();
             }
-            cache.insert(Field::clone(field), bytes.clone());
+            cache.insert(key, bytes.clone());
         }
     }
     Ok(bytes)
+}
+
+/// The `dict_is_ordered` flag of each dictionary in `field`'s tree, depth first. arrow-rs leaves
+/// it out of `Field`'s equality and hash (and so out of `DataType`'s, for nested fields): keyed
+/// by the field alone, the cache gave an ordered dictionary the schema of an unordered one met
+/// before it, and the payload lost the flag.
+fn ordered_flags(field: &Field) -> Vec<bool> {
+    fn walk(field: &Field, out: &mut Vec<bool>) {
+        out.extend(field.dict_is_ordered());
+        children(field.data_type(), out);
+    }
+    fn children(data_type: &DataType, out: &mut Vec<bool>) {
+        match data_type {
+            DataType::Struct(fields) => fields.iter().for_each(|f| walk(f, out)),
+            DataType::Union(fields, _) => fields.iter().for_each(|(_, f)| walk(f, out)),
+            DataType::List(f)
+            | DataType::LargeList(f)
+            | DataType::ListView(f)
+            | DataType::LargeListView(f)
+            | DataType::FixedSizeList(f, _)
+            | DataType::Map(f, _) => walk(f, out),
+            DataType::RunEndEncoded(ends, values) => {
+                walk(ends, out);
+                walk(values, out);
+            }
+            DataType::Dictionary(_, values) => children(values, out),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(field, &mut out);
+    out
 }
 
 fn encode(field: &FieldRef) -> Vec<u8> {
@@ -54,7 +83,9 @@ fn encode(field: &FieldRef) -> Vec<u8> {
 /// Schemas up to this size are cached (bigger ones are rare and parse in proportion).
 const CACHED_MAX: usize = 4096;
 const CACHE_ENTRIES: usize = 256;
-static ENCODED: LazyLock<Mutex<HashMap<Field, Vec<u8>>>> = LazyLock::new(Default::default);
+/// Encoded schemas by field and its dictionaries' ordered flags (see `ordered_flags`).
+static ENCODED: LazyLock<Mutex<HashMap<(Field, Vec<bool>), Vec<u8>>>> =
+    LazyLock::new(Default::default);
 static CACHE: LazyLock<Mutex<HashMap<Vec<u8>, FieldRef>>> = LazyLock::new(Default::default);
 
 /// The field of IPC schema bytes written by `to_ipc`.
