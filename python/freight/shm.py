@@ -16,6 +16,17 @@ pipe do; the one leak it allows (a message never received) is covered by multipr
 resource tracker, which unlinks every name still registered when the last process of the program
 exits, ``kill -9`` included. See docs/integrations/multiprocessing.md for the lifecycle.
 
+**Lending a received segment back** (no copy): a process that sends on a frame lying in a segment
+it received, unchanged (``/proc/self/pagemap`` shows none of its pages copied on write), does not
+write it again. The message names the process, its descriptor of the segment and the segment's
+identity (device, inode); the receiver opens ``/proc/<pid>/fd/<fd>``, checks the identity, maps it
+and acknowledges by sending the loan's token to the lender's acknowledgement socket (a Unix
+datagram socket in the abstract namespace: it has no file, and goes with its process). The lender
+keeps the mapping pinned until it reads that acknowledgement (whenever it shares, attaches or lends
+again). A lender that exits with a loan unacknowledged first copies the segment to the
+fallback name the message carries (registered with the resource tracker, like any segment), which
+the receiver opens when the lender is gone.
+
 Everything here fails soft: no ``/dev/shm``, not enough room in it, a full descriptor table:
 :func:`share` returns None and the caller sends the frames in the pickle stream as before.
 """
@@ -27,12 +38,16 @@ import mmap
 import os
 import secrets
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from freight.exceptions import DeserializationError
 
-__all__ = ["THRESHOLD", "DIRECTORY", "PREFIX", "SharedMemoryLostError", "share", "attach", "stats", "available"]
+__all__ = [
+    "THRESHOLD", "DIRECTORY", "PREFIX", "SharedMemoryLostError", "share", "attach", "lender", "lend", "open_lent",
+    "stats", "available", "segments",
+]  # fmt: skip
 
 #: Frames of at least this many bytes go through shared memory, smaller ones in the pickle stream.
 #: Measured (docs/integrations/multiprocessing.md): one float64 array to a forkserver Pool worker
@@ -47,8 +62,8 @@ PREFIX = "frt-"
 _ALIGN = 64  # frames start on 64-byte boundaries: numpy and Arrow want aligned buffers
 _CHUNK = 1 << 30  # one write() moves at most ~2 GiB on Linux
 
-_LOCK = threading.Lock()
-_STATS = {"segments": 0, "bytes": 0, "fallbacks": 0, "attached": 0}
+_LOCK = threading.RLock()  # re-entered by a mapping's finalizer run by the collector
+_STATS = {"segments": 0, "bytes": 0, "fallbacks": 0, "attached": 0, "lent": 0, "lent_bytes": 0}
 
 
 class SharedMemoryLostError(DeserializationError):
@@ -57,7 +72,8 @@ class SharedMemoryLostError(DeserializationError):
 
 def stats() -> dict[str, int]:
     """Counters of this process: segments written and their bytes, values that fell back to the
-    pipe (``/dev/shm`` missing or full), segments attached. Tests use them to prove the path."""
+    pipe (``/dev/shm`` missing or full), segments attached, segments lent back without a copy and
+    their bytes. Tests use them to prove the path."""
     with _LOCK:
         return dict(_STATS)
 
@@ -83,6 +99,16 @@ def _tracker(action: str, name: str) -> None:
     whatever is still registered when the last process sharing the tracker exits."""
     from multiprocessing import resource_tracker
 
+    # The public register() probes the tracker with a write before each message: two writes and
+    # two wake-ups of the tracker per call, for every segment. Once the tracker runs, one write of
+    # the same message does (a dead tracker fails the write: then the public call restarts it).
+    fd = getattr(resource_tracker._resource_tracker, "_fd", None)
+    if fd is not None:
+        try:
+            os.write(fd, f"{action.upper()}:/{name}:shared_memory\n".encode("ascii"))
+            return
+        except OSError:
+            pass
     try:
         getattr(resource_tracker, action)("/" + name, "shared_memory")
     except Exception:  # noqa: BLE001 - a tracker that cannot start must not fail the send
@@ -107,6 +133,7 @@ def share(frames: Sequence[Any]) -> tuple[str, list[tuple[int, int]]] | None:
     the pipe; nothing is left behind)."""
     if not available():
         return None
+    _settle_acknowledged()
     layout = []
     end = 0
     views = [memoryview(f).cast("B") for f in frames]
@@ -174,24 +201,291 @@ def attach(name: str, layout: Sequence[tuple[int, int]], writable: Sequence[bool
             "message can be received once only, and a segment whose program ended (or whose "
             "/dev/shm was cleaned) is gone; send the value again"
         ) from None
+    # Unlinked before anything else can fail: from here the segment is freed with its last
+    # mapping, whatever happens to this process.
+    _discard(name)
+    return _map(fd, layout, writable)
+
+
+def _map(fd: int, layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -> list[memoryview]:
+    """Maps the segment open on ``fd`` (which it takes over) and returns the frames' views."""
+    _settle_acknowledged()
     try:
-        # Unlinked before anything else can fail: from here the segment is freed with its last
-        # mapping, whatever happens to this process.
-        _discard(name)
-        size = os.fstat(fd).st_size
-        if not size:
+        st = os.fstat(fd)
+        if not st.st_size:
+            os.close(fd)
             return [memoryview(b"")[:0] for _ in layout]
         # MAP_PRIVATE: the receiver's writes stay its own (copy on write, page by page); PROT_WRITE
         # on a read-only descriptor is allowed for private mappings.
-        mm = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    finally:
+        mm = mmap.mmap(fd, st.st_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except BaseException:
         os.close(fd)
+        raise
     _count("attached")
+    _exit_hook()
     whole = memoryview(mm)
+    # The descriptor stays open as long as the mapping: it is what a lend names (see lend()).
+    lo = _address(whole)
+    with _LOCK:
+        _MAPPINGS[lo] = _Mapping(lo, lo + st.st_size, weakref.ref(mm), fd, st.st_dev, st.st_ino)
+    weakref.finalize(mm, _forget, lo, fd)
     return [
         whole[off : off + n] if w else whole[off : off + n].toreadonly()
         for (off, n), w in zip(layout, writable)
     ]  # fmt: skip
+
+
+def _address(buf: Any) -> int:
+    import numpy as np
+
+    return int(np.frombuffer(buf, dtype=np.uint8).__array_interface__["data"][0])
+
+
+# -- lending a received segment back without a copy ---------------------------------------------------
+
+
+class _Mapping:
+    """A segment this process received and maps: its address range, descriptor and identity."""
+
+    __slots__ = ("lo", "hi", "mm", "fd", "dev", "ino")
+
+    def __init__(self, lo: int, hi: int, mm: Any, fd: int, dev: int, ino: int) -> None:
+        self.lo, self.hi, self.mm, self.fd, self.dev, self.ino = lo, hi, mm, fd, dev, ino
+
+
+_MAPPINGS: dict[int, _Mapping] = {}  # by start address
+# Loans not yet acknowledged: token -> (the mapping's start address, the mapping (pinned), fallback name)
+_LENT: dict[int, tuple[int, Any, str]] = {}
+_ACKS: list[Any] = []  # [this process's acknowledgement socket, its address]
+_ACK_SENDER: list[Any] = []  # one unbound datagram socket to send acknowledgements from
+_PAGE = mmap.PAGESIZE
+_PAGEMAP: list[int] = []  # this process's /proc/self/pagemap descriptor, opened once
+_EXIT_HOOK: list[Any] = []
+
+
+def _exit_hook() -> None:
+    """Registers :func:`_settle_at_exit` once per process, when it first maps a segment (so, before
+    it can lend one): it must be in multiprocessing's finalizer registry before the process starts
+    exiting, since a queue's feeder thread may lend while the exit joins it, and finalizers
+    registered during the exit are not run."""
+    if _EXIT_HOOK:
+        return
+    from multiprocessing import util
+
+    with _LOCK:
+        if not _EXIT_HOOK:
+            # Runs when the process exits normally (main: atexit; children: multiprocessing's
+            # exit function), last: after queues' feeder threads have sent (and lent) what they
+            # held (their joins run at priority -5).
+            _EXIT_HOOK.append(util.Finalize(None, _settle_at_exit, exitpriority=-100))
+            util.register_after_fork(_FORK_MARKER, _rearm_after_fork)
+
+
+def _rearm_after_fork(_: Any) -> None:
+    # multiprocessing clears a forked child's finalizers, then runs these: inherited mappings can
+    # be lent from the child, so it settles its own loans at exit too.
+    if _MAPPINGS:
+        _exit_hook()
+
+
+class _ForkMarker:
+    pass
+
+
+_FORK_MARKER = _ForkMarker()
+
+
+def _after_fork_in_child() -> None:
+    # The parent's loans are the parent's to settle; its /proc/self/pagemap descriptor reads the
+    # parent's page tables. The mappings (and their descriptors) are inherited: lendable here too.
+    global _LOCK
+    _LOCK = threading.RLock()  # another thread of the parent may have held it
+    _LENT.clear()
+    _EXIT_HOOK.clear()
+    for sock in (*_ACKS[:1], *_ACK_SENDER):
+        sock.close()  # the parent's: its acknowledgements are not this process's
+    _ACKS.clear()
+    _ACK_SENDER.clear()
+    if _PAGEMAP:
+        os.close(_PAGEMAP.pop())
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _forget(lo: int, fd: int) -> None:
+    with _LOCK:
+        m = _MAPPINGS.get(lo)
+        if m is not None and m.fd == fd:
+            del _MAPPINGS[lo]
+    os.close(fd)
+
+
+def lender(frame: Any) -> tuple[_Mapping, int] | None:
+    """The received mapping that holds ``frame`` whole, and the frame's offset in it, if none of
+    the frame's pages was written since it was received (a page written is copied on write: it is
+    no longer the segment's); else None."""
+    if not _MAPPINGS:
+        return None
+    view = memoryview(frame)
+    n = view.nbytes
+    if not n:
+        return None
+    addr = _address(view)
+    with _LOCK:
+        mappings = list(_MAPPINGS.values())  # a snapshot: a finalizer may drop entries meanwhile
+    found = next((m for m in mappings if m.lo <= addr and addr + n <= m.hi), None)
+    if found is None or not _unchanged(addr, n):
+        return None
+    return found, addr - found.lo
+
+
+def _unchanged(addr: int, n: int) -> bool:
+    """Whether every page of [addr, addr + n) that is present is still the file's page (pagemap
+    bit 61; a page copied on write is anonymous) and none is swapped (bit 62: anonymous too)."""
+    import numpy as np
+
+    try:
+        if not _PAGEMAP:
+            _PAGEMAP.append(os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC))
+        first, last = addr // _PAGE, (addr + n - 1) // _PAGE
+        raw = os.pread(_PAGEMAP[0], 8 * (last - first + 1), 8 * first)
+    except OSError:
+        return False
+    entries = np.frombuffer(raw, dtype="<u8")
+    present = (entries >> np.uint64(63)) & np.uint64(1)
+    swapped = (entries >> np.uint64(62)) & np.uint64(1)
+    file_page = (entries >> np.uint64(61)) & np.uint64(1)
+    return len(entries) == last - first + 1 and not bool(((present & ~file_page & np.uint64(1)) | swapped).any())
+
+
+def lend(mapping: _Mapping) -> tuple[Any, ...] | None:
+    """Lends a received segment to the next receiver: returns what the message carries
+    (``(pid, fd, dev, ino, token, acknowledgement address, fallback)``) and pins the mapping until
+    the receiver acknowledges; None if this process cannot take acknowledgements (the caller
+    copies instead)."""
+    _settle_acknowledged()
+    mm = mapping.mm()
+    if mm is None or not _ack_socket():
+        return None
+    with _LOCK:
+        token = secrets.randbits(63)
+        fallback = f"{PREFIX}{os.getpid()}-{token:x}"
+        _LENT[token] = (mapping.lo, mm, fallback)
+    _count("lent")
+    _count("lent_bytes", mapping.hi - mapping.lo)
+    return (os.getpid(), mapping.fd, mapping.dev, mapping.ino, token, _ACKS[1], fallback)
+
+
+def _ack_socket() -> bool:
+    """Opens this process's acknowledgement socket once (False where there is none: no AF_UNIX)."""
+    if _ACKS:
+        return True
+    import socket
+
+    with _LOCK:
+        if _ACKS:
+            return True
+        try:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            address = f"\0freight-ack-{os.getpid()}-{secrets.token_hex(8)}"
+            sock.bind(address)
+            sock.setblocking(False)
+        except (OSError, AttributeError):
+            return False
+        _ACKS[:] = [sock, address]
+    return True
+
+
+def open_lent(loan: Sequence[Any], layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -> list[memoryview]:
+    """The receiving side of :func:`lend`: maps the lender's segment (or, the lender gone, its
+    fallback copy) and acknowledges the loan."""
+    pid, lfd, dev, ino, token, address, fallback = loan
+    fd = None
+    try:
+        fd = os.open(f"/proc/{pid}/fd/{lfd}", os.O_RDONLY | os.O_CLOEXEC)
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != (dev, ino):  # the lender exited and the number names another file
+            os.close(fd)
+            fd = None
+    except OSError:
+        fd = None
+    if fd is None:
+        try:
+            return attach(fallback, layout, writable)
+        except SharedMemoryLostError:
+            raise SharedMemoryLostError(
+                f"process {pid}, which sent this value from shared memory it had received, exited "
+                "before this process mapped it, without leaving a copy (killed, or /dev/shm full): "
+                "the value is lost; send it again"
+            ) from None
+    views = _map(fd, layout, writable)
+    _acknowledge(address, token)  # mapped: the lender may unpin
+    return views
+
+
+def _acknowledge(address: str, token: int) -> None:
+    import socket
+
+    try:
+        if not _ACK_SENDER:
+            sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sender.setblocking(False)
+            _ACK_SENDER.append(sender)
+        _ACK_SENDER[0].sendto(token.to_bytes(8, "little"), address)
+    except OSError:
+        pass  # the lender is gone (nothing to unpin) or its queue is full: it keeps the pin until it exits
+
+
+def _settle_acknowledged() -> None:
+    """Unpins the loans whose receivers acknowledged them."""
+    if not _LENT or not _ACKS:
+        return
+    sock = _ACKS[0]
+    while True:
+        try:
+            token = int.from_bytes(sock.recv(16), "little")
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return
+        with _LOCK:
+            _LENT.pop(token, None)
+
+
+def _settle_at_exit() -> None:
+    """Copies each unacknowledged loan to its fallback name, registered with the resource tracker
+    like a segment. Written under a temporary name (registered too) and renamed when complete: the
+    receiver never sees a partial copy."""
+    _settle_acknowledged()
+    with _LOCK:
+        pending = list(_LENT.items())
+        _LENT.clear()
+    for _, (lo, mm, fallback) in pending:
+        m = _MAPPINGS.get(lo)
+        if m is None:
+            continue
+        partial = fallback + "-partial"
+        try:
+            _tracker("register", partial)
+            out = os.open(os.path.join(DIRECTORY, partial), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            try:
+                size, done = m.hi - m.lo, 0
+                while done < size:
+                    done += os.copy_file_range(m.fd, out, size - done, done, done) or _short_copy(size)
+            finally:
+                os.close(out)
+            _tracker("register", fallback)
+            os.rename(os.path.join(DIRECTORY, partial), os.path.join(DIRECTORY, fallback))
+        except OSError:
+            _discard(partial)  # no room left: the receiver reports the value lost (SharedMemoryLostError)
+        else:
+            _tracker("unregister", partial)
+        del mm
+
+
+def _short_copy(size: int) -> int:
+    raise OSError(errno.EIO, f"copy_file_range copied nothing of {size} bytes")
 
 
 def segments() -> list[str]:

@@ -45,9 +45,11 @@ def installed():
     import freight.integrations.joblib as fj
 
     get_reusable_executor().shutdown(wait=True)  # workers started before install keep pickle's way
+    before = set(shm.segments())
     fj.install()
     yield
     get_reusable_executor().shutdown(wait=True)
+    assert set(shm.segments()) <= before, "a freight segment was left in /dev/shm"
 
 
 def test_dataframes_cross_through_shared_memory(installed):
@@ -62,17 +64,46 @@ def test_dataframes_cross_through_shared_memory(installed):
         assert mapping_of(address).startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
 
 
-def test_numpy_arguments_keep_joblibs_memmapping(installed):
+def echo(x):
+    return x
+
+
+def test_numpy_arguments_keep_joblibs_memmapping_results_take_freight(installed):
     a = np.ones(4 * BIG // 8)
     ((where, total),) = joblib.Parallel(n_jobs=2, backend="loky", max_nbytes="1M")(
         joblib.delayed(where_array)(x) for x in [a]
     )
     assert total == a.sum()
     assert shm.PREFIX not in where  # joblib memory-mapped it from its temporary folder
-    # numpy results: joblib's own result reducer for ndarray comes after freight's registration
-    # in the worker's pickler, so they take joblib's way (the pipe); they must still come back equal
+    # numpy results, which joblib would pipe, come back through shared memory, writable
     back = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(make)(n) for n in [BIG // 8, 10])
-    assert (back[0] == 3.0).all() and (back[1] == 3.0).all()
+    assert (back[0] == 3.0).all() and (back[1] == 3.0).all() and back[0].flags.writeable
+    assert mapping_of(back[0].__array_interface__["data"][0]).startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
+    # a joblib memmap echoed back arrives as a plain array through shared memory too
+    (echoed,) = joblib.Parallel(n_jobs=2, backend="loky", max_nbytes="1M")(joblib.delayed(echo)(x) for x in [a])
+    assert type(echoed) is np.ndarray and np.array_equal(a, echoed)
+    assert mapping_of(echoed.__array_interface__["data"][0]).startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
+
+
+def test_numpy_arguments_through_freight_when_asked(installed):
+    import freight.integrations.joblib as fj
+
+    fj.install(numpy_arguments=True)
+    try:
+        a = np.ones(4 * BIG // 8)
+        ((where, total),) = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(where_array)(x) for x in [a])
+        assert total == a.sum() and where.startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
+        # an array backed by the user's own np.memmap stays joblib's (sent by file name)
+        import os
+        import tempfile
+
+        path = os.path.join(tempfile.mkdtemp(), "own.mmap")
+        m = np.memmap(path, dtype=np.float64, mode="w+", shape=(BIG // 8,))
+        m[:] = 2.0
+        ((where, total),) = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(where_array)(x) for x in [m])
+        assert total == m.sum() and where.endswith("own.mmap")
+    finally:
+        fj.install(numpy_arguments=False)
 
 
 def test_cross_val_score_same_scores(installed):

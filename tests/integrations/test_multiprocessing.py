@@ -1,8 +1,9 @@
 """freight.integrations.multiprocessing and freight.futures with real worker processes, under each
 start method: values come back equal, large ones through shared memory (the worker's array lies in
 a mapping of a freight segment), writable stays writable and private, read-only stays read-only,
-aliasing is kept, no segment is left in /dev/shm (kill -9 included), allow_pickle=False refuses a
-gadget. The task functions live here: spawned workers import this module by name."""
+aliasing is kept, a value sent back unchanged is lent rather than copied, no segment is left in
+/dev/shm (kill -9 included), allow_pickle=False refuses a gadget, a Manager's proxies keep working.
+The task functions live here: spawned workers import this module by name."""
 
 from __future__ import annotations
 
@@ -89,6 +90,20 @@ def slow(x):
     return x
 
 
+def echo_with_stats(value):
+    """The value back, unchanged, and this worker's shared-memory counters before sending it."""
+    return value, shm.stats()
+
+
+def changed_with_stats(value):
+    value[0] = -1.0  # one page copied on write: no longer the segment's
+    return value, shm.stats()
+
+
+def stats():
+    return shm.stats()
+
+
 def hold(value, seconds):
     """Keeps the received value mapped until the worker is killed."""
     time.sleep(seconds)
@@ -128,6 +143,14 @@ def equal(a, b) -> bool:
     if isinstance(a, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
     return a == b
+
+
+@pytest.fixture(autouse=True)
+def no_segment_left():
+    """Every test reads every message it sends: no freight segment may remain after it."""
+    before = set(shm.segments())
+    yield
+    assert set(shm.segments()) <= before, "a freight segment was left in /dev/shm"
 
 
 @pytest.fixture(scope="module", params=METHODS)
@@ -353,3 +376,135 @@ def test_no_shared_memory_falls_back_to_the_pipe(monkeypatch):
             assert "frt-" not in where and equal(a, back)
     finally:
         fmp.uninstall()
+
+
+def test_unchanged_values_come_back_lent_not_copied(pool):
+    """A worker that returns what it received, unchanged, lends the segment back: no new segment,
+    the parent maps the same memory; a value it wrote into is written into a new segment."""
+    a = np.random.default_rng(2).random(4 * BIG // 8)
+    back, before = pool.apply(echo_with_stats, (a,))
+    after = pool.apply(stats)
+    assert equal(a, back) and back.flags.writeable
+    assert after["lent"] == before["lent"] + 1 and after["segments"] == before["segments"]
+    assert mapping_of(address(back)).startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
+    back[:5] = 9.0  # the parent's copy is private too
+    assert (a[:5] != 9.0).all()
+    df = values()["pandas"]
+    back_df, before = pool.apply(echo_with_stats, (df,))
+    assert equal(df, back_df) and pool.apply(stats)["lent"] == before["lent"] + 1
+    changed, before = pool.apply(changed_with_stats, (a,))
+    after = pool.apply(stats)
+    assert changed[0] == -1.0 and a[0] != -1.0
+    assert after["lent"] == before["lent"] and after["segments"] == before["segments"] + 1
+
+
+def _forward(inbox, outbox):
+    outbox.put(inbox.get(timeout=60))  # lent back, then this process exits before it is read
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_lender_exiting_before_the_value_is_read(method):
+    """A process that lends a value on and exits before the receiver maps it leaves a copy under
+    the message's fallback name first; the receiver gets the value and nothing is left."""
+    fmp.install()
+    try:
+        ctx = mp.get_context(method)
+        inbox, outbox = ctx.Queue(), ctx.Queue()
+        p = ctx.Process(target=_forward, args=(inbox, outbox))
+        p.start()
+        a = np.random.default_rng(3).random(BIG // 8)
+        inbox.put(a)
+        p.join(60)
+        assert p.exitcode == 0
+        assert equal(a, outbox.get(timeout=60))
+    finally:
+        fmp.uninstall()
+
+
+def _forward_and_wait(inbox, outbox):
+    outbox.put(inbox.get())
+    time.sleep(600)
+
+
+def test_lender_killed_before_the_value_is_read():
+    """A lender killed with -9 before the receiver maps the value: the receiver raises
+    SharedMemoryLostError (a FreightError saying what happened), nothing is left behind."""
+    from freight.shm import SharedMemoryLostError
+
+    fmp.install()
+    try:
+        ctx = mp.get_context("fork")
+        inbox, outbox = ctx.SimpleQueue(), ctx.SimpleQueue()  # SimpleQueue: sent when put returns
+        p = ctx.Process(target=_forward_and_wait, args=(inbox, outbox))
+        p.start()
+        inbox.put(np.ones(BIG // 8))
+        while outbox.empty():  # the message is in the pipe: the loan was made
+            p.join(0.05)
+        os.kill(p.pid, signal.SIGKILL)
+        p.join(60)
+        with pytest.raises(SharedMemoryLostError, match=f"process {p.pid}.*exited"):
+            outbox.get()
+    finally:
+        fmp.uninstall()
+
+
+def _store(shared, key, value):
+    shared[key] = value
+    return key
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_manager_proxies_still_work(method):
+    """A Manager's proxies pickle with ForkingPickler too: a dict proxy filled by a worker holds
+    the arrays, and they come back equal (through the manager process's shared memory)."""
+    fmp.install()
+    try:
+        ctx = mp.get_context(method)
+        with ctx.Manager() as manager, ctx.Pool(1) as p:
+            shared = manager.dict()
+            arrays = {f"a{i}": np.full(BIG // 8, float(i)) for i in range(3)}
+            assert sorted(p.starmap(_store, [(shared, k, v) for k, v in arrays.items()])) == sorted(arrays)
+            assert all(equal(v, shared[k]) for k, v in arrays.items())
+            queue = manager.Queue()
+            queue.put(arrays["a1"])
+            assert equal(arrays["a1"], queue.get(timeout=60))
+    finally:
+        fmp.uninstall()
+
+
+FORK_SCRIPT = """
+import multiprocessing as mp, sys
+import numpy as np
+import freight.integrations.multiprocessing as fmp
+from freight import shm
+
+def roundtrip(value):
+    import polars as pl, torch
+    if isinstance(value, pl.DataFrame):
+        return value.with_columns(g=pl.col("f") * 2)   # polars' thread pool runs here
+    return value * 2                                    # and torch's
+
+if __name__ == "__main__":
+    fmp.install()
+    # The workers are forked before this process touches polars or torch: their thread pools
+    # start in the workers, not inherited half-started from here.
+    with mp.get_context("fork").Pool(2) as pool:
+        import polars as pl, torch
+        df = pl.DataFrame({"f": np.arange(1 << 17, dtype=np.float64), "s": [f"r{i % 7}" for i in range(1 << 17)]})
+        t = torch.arange(1 << 17, dtype=torch.float64)
+        out_df, out_t = pool.map(roundtrip, [df, t], chunksize=1)
+        assert out_df["g"].to_list() == (df["f"] * 2).to_list() and out_df["s"].equals(df["s"])
+        assert torch.equal(out_t, t * 2)
+    print("ok", shm.stats()["attached"] >= 2, flush=True)
+"""
+
+
+def test_fork_with_polars_and_torch(tmp_path):
+    """Under fork, polars and torch values cross both ways when the parent forks its workers before
+    it uses those libraries (their thread pools do not survive a fork once started: polars says so
+    in the warning it gives on fork, torch in its multiprocessing notes)."""
+    script = tmp_path / "fork_libs.py"
+    script.write_text(FORK_SCRIPT)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["ok", "True"]

@@ -14,10 +14,13 @@ with :mod:`freight.integrations.multiprocessing`. Why not a ``freight.Pickler`` 
 value), and loky already lets one add reducers to it; a registration keeps cloudpickle for
 everything else and needs no new pickler.
 
-joblib's own memory-mapping of numpy arguments (arrays above ``max_nbytes``, dumped once into a
-temporary folder and memory-mapped by the workers) is kept: joblib passes it to loky per call, and
-those reducers come after the registered ones, so numpy *arguments* stay joblib's while numpy
-*results* (which joblib sends through the pipe) and every other library's values take freight's way.
+numpy arrays: joblib memory-maps large numpy arguments (above ``max_nbytes``: hashed, dumped once
+into a temporary folder, mapped read-only by the workers) and pipes numpy results; it gives loky
+those reducers per call, ahead of registered ones. freight takes numpy arrays ahead of them
+through the pickler's ``reducer_override`` (which pickle consults before any dispatch table):
+results always, arguments with ``install(numpy_arguments=True)``. The default keeps joblib's
+memmapping of arguments because it is faster when one array goes to many tasks (measured:
+docs/integrations/joblib.md). Arrays backed by your own ``np.memmap`` files stay joblib's.
 
 Workers reach it the way multiprocessing's do: loky starts each worker by pickling its process
 object with this pickler; the registered reduction installs freight in the worker before it runs
@@ -42,6 +45,7 @@ LIBRARIES = ("numpy", "pandas", "polars", "pyarrow", "torch")
 
 _LOCK = threading.Lock()
 _INSTALLED: list[type] = []
+_OPTIONS: dict[str, Any] = {"numpy_arguments": False, "worker": False}
 
 
 def _classes() -> list[type]:
@@ -86,16 +90,56 @@ def _reduce_process(obj: Any) -> Any:
 
 
 def _started(options: dict[str, Any], cls: type, state: dict[str, Any]) -> Any:
+    _OPTIONS["worker"] = True  # what this process pickles from now on are results
     install(threshold=options["threshold"])
     obj = cls.__new__(cls)
     obj.__dict__.update(state)
     return obj
 
 
-def install(*, threshold: int | None = None) -> list[type]:
+def _takes_numpy(obj: Any, np: Any) -> bool:
+    """Whether freight sends this numpy array rather than joblib's reducers."""
+    from joblib._memmapping_reducer import JOBLIB_MMAPS, _get_backing_memmap
+
+    backing = _get_backing_memmap(obj)
+    if _OPTIONS["worker"]:
+        # a result: joblib would pickle it into the pipe, unless it is backed by a file of the
+        # user's own (which it sends by file name): freight takes the first kind
+        return not isinstance(backing, np.memmap) or backing.filename in JOBLIB_MMAPS
+    # an argument: joblib memory-maps it (above max_nbytes) unless numpy_arguments=True
+    return _OPTIONS["numpy_arguments"] and type(obj) is np.ndarray and backing is None
+
+
+def _take_numpy(pickler_cls: type) -> None:
+    """Gives loky's pickler class a ``reducer_override`` that sends numpy arrays through freight
+    before joblib's per-call reducers see them (pickle consults it before any dispatch table), and
+    defers to cloudpickle's otherwise."""
+    if getattr(pickler_cls, "_freight_numpy", False):
+        return
+    base = pickler_cls.reducer_override
+
+    def reducer_override(self: Any, obj: Any) -> Any:
+        np = sys.modules.get("numpy")
+        if np is not None and isinstance(obj, np.ndarray) and _takes_numpy(obj, np):
+            rv = _fmp.reduce(obj if type(obj) is np.ndarray else np.asarray(obj))
+            if rv is not NotImplemented:
+                return rv
+        return base(self, obj)
+
+    pickler_cls.reducer_override = reducer_override  # type: ignore[attr-defined]
+    pickler_cls._freight_numpy = True  # type: ignore[attr-defined]
+
+
+def install(*, threshold: int | None = None, numpy_arguments: bool = False) -> list[type]:
     """Registers freight in loky's pickler for this process and every loky worker started from now
     on. Returns the classes registered. ``threshold``: as for
-    :func:`freight.integrations.multiprocessing.install`."""
+    :func:`freight.integrations.multiprocessing.install`.
+
+    numpy results always go through freight (joblib pipes them). ``numpy_arguments=True`` sends
+    numpy arguments through freight too, instead of joblib's memmapping: faster for large arrays
+    each sent once, slower for one array sent to many tasks, which joblib dumps once and freight
+    copies per task (scikit-learn's cross-validation and searches do that; measured in
+    docs/integrations/joblib.md). Arrays backed by your own ``np.memmap`` files stay joblib's."""
     from joblib.externals.loky.backend import process as loky_process
     from joblib.externals.loky.backend import reduction
 
@@ -109,6 +153,8 @@ def install(*, threshold: int | None = None) -> list[type]:
             reduction.register(cls, _reducer)
         for cls in (loky_process.LokyProcess, loky_process.LokyInitMainProcess):
             reduction.register(cls, _reduce_process)
+        _OPTIONS["numpy_arguments"] = bool(numpy_arguments)
+        _take_numpy(reduction.get_loky_pickler())
         _INSTALLED[:] = classes
     shm.tracker_ready()
     return list(classes)

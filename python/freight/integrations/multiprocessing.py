@@ -147,8 +147,9 @@ def reduce(obj: Any) -> Any:
             from multiprocessing import process
 
             kind = _KINDS[cls] = _reduce_process if issubclass(cls, process.BaseProcess) else None
-    if kind is None:
-        return _chain(obj)
+    if kind is None:  # the common case, kept to one probe and no further call
+        previous = _STATE["previous_override"]
+        return NotImplemented if previous is None else previous(obj)
     if kind is _reduce_process:
         return _reduce_process(obj)
     try:

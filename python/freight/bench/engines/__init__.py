@@ -105,6 +105,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "default_per_s": row["tasks"] / row["seconds"], "freight_per_s": fr["tasks"] / fr["seconds"],
             "ratio": ratio, "target": target(workload, engine), "met": ratio >= target(workload, engine),
             "same_path": row.get("same_path"),
+            "bytes": row.get("bytes"), "default_peak": row.get("peak_bytes"), "freight_peak": fr.get("peak_bytes"),
         })  # fmt: skip
     return lines
 
@@ -141,6 +142,15 @@ def render(lines: list[dict[str, Any]], skipped: list[str], errors: list[str], m
             rows,
         ),  # fmt: skip
     ]
+    peaks = [ln for ln in lines if not ln["same_path"] and None not in (ln.get("default_peak"), ln.get("freight_peak"))]
+    if peaks:
+        mib = 1 << 20
+        out += ["", "Peak memory: how far the parent's and the workers' resident memory rose during the batch and "
+                "the check of its results (sum of each process's VmHWM rise), against the data sent.", "",
+                markdown_table(["engine", "workload", "data", "default", "freight"],
+                               [[ln["engine"], ln["workload"], f"{ln['bytes'] / mib:.0f} MiB",
+                                 f"{ln['default_peak'] / mib:.0f} MiB", f"{ln['freight_peak'] / mib:.0f} MiB"]
+                                for ln in peaks])]  # fmt: skip
     if skipped:
         out += ["", "Not measured: " + "; ".join(skipped) + "."]
     if errors:

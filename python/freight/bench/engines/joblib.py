@@ -33,6 +33,7 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
         fj.install()  # before the first Parallel: loky's workers get freight when they start
     # one Parallel for all batches: its loky executor (and its 2 workers) are reused between them
     with Parallel(n_jobs=2, backend="loky") as parallel:
-        rows = tasks.measure_workloads("joblib", serializer, quick, lambda w, v: _batch(parallel, w, v))
+        rows = tasks.measure_workloads("joblib", serializer, quick, lambda w, v: _batch(parallel, w, v),
+                                       lambda: list(get_reusable_executor()._processes))  # fmt: skip
     get_reusable_executor().shutdown(wait=True)
     return rows

@@ -2,7 +2,9 @@
 ``ProcessPoolExecutor`` (row ``concurrent.futures``) of two forkserver workers, pickle through the
 pipe (default) against :func:`freight.integrations.multiprocessing.install` (freight). Values are
 task arguments and come back as results (``echo``). Besides the shared workloads it measures
-"1 GiB array to one worker and back" (skipped with ``--quick``)."""
+"1 GiB array to one worker and back" (skipped with ``--quick``). Each row also carries
+``peak_bytes``: how far the parent's and the workers' resident memory rose during the batch and the
+check of its results (:mod:`freight.bench.engines._peak`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import multiprocessing as mp
 import time
 from typing import Any
 
-from freight.bench.engines import tasks
+import numpy as np
+
+from freight.bench.engines import _peak, tasks
 
 GIB = "1 GiB array to one worker and back"
 
@@ -39,16 +43,24 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
         def run(w: Any, v: Any) -> Any:
             return _batch(lambda f, xs: pool.map(f, xs, chunksize=1), w, v)
 
-        rows += tasks.measure_workloads("multiprocessing", serializer, quick, run)
+        def workers() -> list[int]:
+            return [w.pid for w in pool._pool]  # type: ignore[attr-defined]
+
+        rows += tasks.measure_workloads("multiprocessing", serializer, quick, run, workers)
         if not quick:
             a = tasks.array(0, 1 << 30)
             pool.apply(tasks.echo, (a[:10],))
+            base = _peak.reset(_peak.with_parent(workers()))
             t0 = time.perf_counter()
             back = pool.apply(tasks.echo, (a,))
+            seconds = time.perf_counter() - t0
+            if not np.array_equal(a, back):  # reads every page of the result, as tasks.check does
+                raise AssertionError(f"{GIB}: the result differs")
             rows.append({"engine": "multiprocessing", "workload": GIB, "serializer": serializer, "tasks": 1,
-                         "seconds": time.perf_counter() - t0, "bytes": a.nbytes})  # fmt: skip
+                         "seconds": seconds, "bytes": a.nbytes, "peak_bytes": _peak.rise(base)})  # fmt: skip
             del back, a
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
         rows += tasks.measure_workloads("concurrent.futures", serializer, quick,
-                                        lambda w, v: _batch(lambda f, xs: ex.map(f, xs), w, v))  # fmt: skip
+                                        lambda w, v: _batch(lambda f, xs: ex.map(f, xs), w, v),
+                                        lambda: list(ex._processes))  # fmt: skip
     return rows

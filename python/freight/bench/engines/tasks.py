@@ -101,20 +101,30 @@ def check(workload: str, values: list[Any], results: list[Any]) -> None:
         raise AssertionError(f"{workload}: the results differ from the inputs")
 
 
-def measure_workloads(engine: str, serializer: str, quick: bool, batch: Any) -> list[dict[str, Any]]:
+def measure_workloads(
+    engine: str, serializer: str, quick: bool, batch: Any, workers: Any = None
+) -> list[dict[str, Any]]:
     """Times ``batch(workload, values)`` (which runs the tasks and returns their results) once per
-    workload, after a warm-up batch of two, checks the results and returns the rows."""
+    workload, after a warm-up batch of two, checks the results and returns the rows. ``workers``
+    (a callable giving the worker pids) adds ``peak_bytes``: how far the parent's and the workers'
+    resident memory rose during the batch and the check (:mod:`freight.bench.engines._peak`)."""
     import time
+
+    from freight.bench.engines import _peak
 
     rows = []
     for workload, n_full, n_quick in WORKLOADS:
         values = inputs(workload, n_quick if quick else n_full)
         batch(workload, values[:2])  # warm up: imports, connections
+        base = _peak.reset(_peak.with_parent(workers())) if workers is not None else None
         t0 = time.perf_counter()
         results = batch(workload, values)
         seconds = time.perf_counter() - t0
         check(workload, values, results)
-        rows.append({"engine": engine, "workload": workload, "serializer": serializer, "tasks": len(values),
-                     "seconds": seconds, "bytes": nbytes(values)})  # fmt: skip
+        row = {"engine": engine, "workload": workload, "serializer": serializer, "tasks": len(values),
+               "seconds": seconds, "bytes": nbytes(values)}  # fmt: skip
+        if workers is not None:
+            row["peak_bytes"] = _peak.rise(base)
+        rows.append(row)
         del results, values
     return rows
