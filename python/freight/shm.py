@@ -56,6 +56,8 @@ __all__ = [
 THRESHOLD = 64 * 1024
 
 DIRECTORY = "/dev/shm"
+#: At most this many received segments are kept lendable at once (each keeps a descriptor open).
+LENDABLE = 256
 #: Segment names are ``frt-<creator pid>-<random>``: the pid tells a leak's origin at a glance.
 PREFIX = "frt-"
 
@@ -201,6 +203,12 @@ def attach(name: str, layout: Sequence[tuple[int, int]], writable: Sequence[bool
             "message can be received once only, and a segment whose program ended (or whose "
             "/dev/shm was cleaned) is gone; send the value again"
         ) from None
+    except OSError as e:
+        raise DeserializationError(
+            f"could not open the shared-memory segment {name!r} that carries this value ({e}); with "
+            "EMFILE, this process holds too many open files: raise the limit "
+            "(resource.setrlimit(resource.RLIMIT_NOFILE, ...)) or keep fewer received values"
+        ) from None
     # Unlinked before anything else can fail: from here the segment is freed with its last
     # mapping, whatever happens to this process.
     _discard(name)
@@ -224,11 +232,16 @@ def _map(fd: int, layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -
     _count("attached")
     _exit_hook()
     whole = memoryview(mm)
-    # The descriptor stays open as long as the mapping: it is what a lend names (see lend()).
+    # The descriptor stays open as long as the mapping: it is what a lend names (see lend()). The
+    # mapping holds a descriptor of its own too, so at most LENDABLE mappings keep a second one:
+    # a process holding thousands of received values must not run out of descriptors.
     lo = _address(whole)
-    with _LOCK:
-        _MAPPINGS[lo] = _Mapping(lo, lo + st.st_size, weakref.ref(mm), fd, st.st_dev, st.st_ino)
-    weakref.finalize(mm, _forget, lo, fd)
+    if len(_MAPPINGS) < LENDABLE:
+        with _LOCK:
+            _MAPPINGS[lo] = _Mapping(lo, lo + st.st_size, weakref.ref(mm), fd, st.st_dev, st.st_ino)
+        weakref.finalize(mm, _forget, lo, fd)
+    else:
+        os.close(fd)
     return [
         whole[off : off + n] if w else whole[off : off + n].toreadonly()
         for (off, n), w in zip(layout, writable)

@@ -508,3 +508,25 @@ def test_fork_with_polars_and_torch(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=110)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["ok", "True"]
+
+
+def test_lendable_mappings_are_capped(monkeypatch):
+    """Each lendable mapping keeps a descriptor open: past shm.LENDABLE, received values are still
+    mapped but sent on by copy (in one process: ForkingPickler's dumps and loads)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    fmp.install()
+    try:
+        a = np.random.default_rng(4).random(BIG // 8)
+        received = ForkingPickler.loads(ForkingPickler.dumps(a))
+        before = shm.stats()
+        assert equal(a, ForkingPickler.loads(ForkingPickler.dumps(received)))
+        assert shm.stats()["lent"] == before["lent"] + 1
+        monkeypatch.setattr(shm, "LENDABLE", 0)
+        received = ForkingPickler.loads(ForkingPickler.dumps(a))
+        before = shm.stats()
+        assert equal(a, ForkingPickler.loads(ForkingPickler.dumps(received)))
+        after = shm.stats()
+        assert after["lent"] == before["lent"] and after["segments"] == before["segments"] + 1
+    finally:
+        fmp.uninstall()
