@@ -6,7 +6,6 @@ the destination's side objects of other saves are removed after it."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from freight.exceptions import KeyExistsError, KeyNotFoundError
@@ -20,13 +19,19 @@ if TYPE_CHECKING:
 __all__ = ["CopyItem", "copy_values", "plan_copy", "copy_items"]
 
 
-@dataclass
 class CopyItem:
-    """A value to copy: its key and size, and its side objects [(key, size)]."""
+    """A value to copy: its key and size, and its side objects [(key, size)]. (A plain class:
+    ``dataclasses`` imports ``inspect``, which ``import freight.storage`` need not pay for.)"""
 
-    key: str
-    size: int
-    side: list[tuple[str, int]] = field(default_factory=list)
+    __slots__ = ("key", "size", "side")
+
+    def __init__(self, key: str, size: int, side: list[tuple[str, int]] | None = None):
+        self.key = key
+        self.size = size
+        self.side: list[tuple[str, int]] = [] if side is None else side
+
+    def __repr__(self) -> str:
+        return f"CopyItem({self.key!r}, {self.size}, {self.side!r})"
 
     @property
     def nbytes(self) -> int:

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Iterator, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from freight import _api, _files
@@ -104,12 +103,15 @@ class Store(MutableMapping[str, Any]):
         """The save or load of this store running on this thread (None outside one)."""
         return getattr(self._local, "transfer", None)
 
-    @contextmanager
-    def _running(self, transfer: Transfer | None) -> Iterator[None]:
+    def _run(self, transfer: Transfer | None, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)`` with ``transfer`` as this thread's save or load (nothing to
+        set without persistent serializers: nothing asks)."""
+        if transfer is None:
+            return call(*args, **kwargs)
         outer = self._transfer()
         self._local.transfer = transfer
         try:
-            yield
+            return call(*args, **kwargs)
         finally:
             self._local.transfer = outer
 
@@ -159,14 +161,15 @@ class Store(MutableMapping[str, Any]):
         signing = self._sign_key(sign_key)
         transfer = Transfer(key, new_save_id()) if self._adapters else None
         try:
-            with self._running(transfer):
-                # Encoded, compressed, checksummed and signed once; streamed from the objects' memory.
-                payload = self.freight._dumps_parts(
-                    obj,
-                    checksum=True,
-                    compression=self.compression if compression is None else compression,
-                    key=signing,
-                )
+            # Encoded, compressed, checksummed and signed once; streamed from the objects' memory.
+            payload = self._run(
+                transfer,
+                self.freight._dumps_parts,
+                obj,
+                checksum=True,
+                compression=self.compression if compression is None else compression,
+                key=signing,
+            )
             with _Bar(f"save {key}") as bar:
                 self._native.put_parts(
                     key, payload, if_absent=if_absent, progress=bar if payload.nbytes >= THRESHOLD else None
@@ -210,8 +213,7 @@ class Store(MutableMapping[str, Any]):
             with _Bar(f"load {key}") as bar:
                 data = self._native.get(key, progress=bar)
         try:
-            with self._running(Transfer(key) if self._adapters else None):
-                return self.freight.loads(data, **options)
+            return self._run(Transfer(key) if self._adapters else None, self.freight.loads, data, **options)
         except TypeError as exc:
             error = _api.codec_option_error(exc, "Store.load", "loads", extra=["mmap"])
             if error is None:
