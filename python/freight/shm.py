@@ -57,7 +57,8 @@ THRESHOLD = 64 * 1024
 
 DIRECTORY = "/dev/shm"
 #: At most this many received segments are kept lendable at once (each keeps a descriptor open).
-LENDABLE = 256
+#: ``FREIGHT_SHM_LENDABLE=0`` in the environment (inherited by workers) turns lending off.
+LENDABLE = int(os.environ.get("FREIGHT_SHM_LENDABLE", "256"))
 #: Segment names are ``frt-<creator pid>-<random>``: the pid tells a leak's origin at a glance.
 PREFIX = "frt-"
 
@@ -415,18 +416,28 @@ def open_lent(loan: Sequence[Any], layout: Sequence[tuple[int, int]], writable: 
     fallback copy) and acknowledges the loan."""
     pid, lfd, dev, ino, token, address, fallback = loan
     fd = None
+    denied = None
     try:
         fd = os.open(f"/proc/{pid}/fd/{lfd}", os.O_RDONLY | os.O_CLOEXEC)
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != (dev, ino):  # the lender exited and the number names another file
             os.close(fd)
             fd = None
+    except PermissionError as e:
+        denied = e
     except OSError:
         fd = None
     if fd is None:
         try:
             return attach(fallback, layout, writable)
         except SharedMemoryLostError:
+            if denied is not None:
+                raise SharedMemoryLostError(
+                    f"this process may not open /proc/{pid}/fd/{lfd} ({denied}), through which process "
+                    f"{pid} lent this value from shared memory it had received: lending needs the "
+                    "program's processes to run as one user with /proc readable between them; set "
+                    "FREIGHT_SHM_LENDABLE=0 in the environment before starting the program to copy instead"
+                ) from None
             raise SharedMemoryLostError(
                 f"process {pid}, which sent this value from shared memory it had received, exited "
                 "before this process mapped it, without leaving a copy (killed, or /dev/shm full): "
