@@ -151,7 +151,9 @@ def remove_refs(store: Store, prefixes: list[str], errors: list[BaseException] |
         return
     native = store._native
     for prefix in prefixes:
-        for key in sorted(key for key, *_ in native.list(prefix) if key.endswith(REF)):
+        # The records sit right under the save's prefix, beside the areas (not inside one).
+        records = [key for key, *_ in native.list(prefix) if key.endswith(REF) and "/" not in key[len(prefix) :]]
+        for key in sorted(records):
             name = key[key.rindex("/") + 1 : -len(REF)].rsplit("-", 1)[0]
             adapter = store._adapters.get(name)
             if adapter is None:
