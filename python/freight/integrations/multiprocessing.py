@@ -10,8 +10,9 @@ gives that class a ``reducer_override`` (pickle calls it before its own dispatch
 that is not an int, float, str or bytes): numpy arrays, torch CPU tensors, pandas, polars and
 pyarrow values become ``freight.dumps_frames`` output whose frames of :data:`freight.shm.THRESHOLD`
 bytes and more are written once into a shared-memory segment; the receiver maps it copy-on-write
-and rebuilds the value on that memory (:mod:`freight.integrations._handoff`). Everything else is
-left to pickle, untouched.
+and rebuilds the value on that memory (:mod:`freight.integrations._handoff`). A value sent on
+unchanged from memory received that way is lent, not written again (:func:`freight.shm.lend`).
+Everything else is left to pickle, untouched.
 
 How workers get it without an ``initializer``: under ``spawn`` and ``forkserver`` the parent
 pickles each new ``Process`` object with ForkingPickler to start the child. The override reduces
