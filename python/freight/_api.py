@@ -11,7 +11,10 @@ import warnings
 from collections.abc import Iterable
 from typing import IO, TYPE_CHECKING, Any, ClassVar
 
-from freight import _files, _freight
+from freight import _files
+from freight._freight import Codec
+from freight._freight import inspect as _inspect_payload
+from freight._freight import verify as _verify_payload
 from freight.exceptions import OptionError, checks_options
 from freight.registry import GLOBAL, Entry, Registry
 
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 
 def _codec_options(method: str) -> list[str]:
     """The keyword options of ``Codec.<method>``, from the signature the extension declares."""
-    signature = getattr(_freight.Codec, method).__text_signature__ or "()"
+    signature = getattr(Codec, method).__text_signature__ or "()"
     names = (part.split("=")[0].strip() for part in signature.strip("()").split(","))
     return [n for n in names if n and n not in ("$self", "/", "*", "obj", "data", "frames") and not n.startswith("**")]
 
@@ -289,7 +292,7 @@ class Freight:
             "allowed_tags": allowed_tags,
             "strict_versions": strict_versions,
         }
-        self._codec = _freight.Codec(self.registry, **given)
+        self._codec = Codec(self.registry, **given)
         self._opts = FreightOptions(**given)
         # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
         self.dumps = self._codec.dumps
@@ -482,7 +485,7 @@ def inspect(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = N
     Raises:
         DeserializationError: the header cannot be parsed (not a freight payload, truncated).
     """
-    return _freight.inspect(data, key)
+    return _inspect_payload(data, key)
 
 
 @checks_options("freight.verify")
@@ -500,7 +503,7 @@ def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = No
             payload is not signed).
         DeserializationError: the header, frame table or node tree is malformed.
     """
-    _freight.verify(data, key)
+    _verify_payload(data, key)
 
 
 def _warm_up() -> None:

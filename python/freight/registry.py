@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from freight import _freight
+from freight._freight import _registry_changed
 from freight.exceptions import FreightWarning, MissingDependencyError, SerializationError, UnknownTagError
 
 __all__ = ["Entry", "Registry", "GLOBAL", "BUILTINS"]
@@ -38,10 +38,11 @@ __all__ = ["Entry", "Registry", "GLOBAL", "BUILTINS"]
 _INLINE_LIMIT = 64 * 1024
 
 # Libraries freight ships serializers for, by the top-level module of their types: the module
-# of freight that registers them (into BUILTINS) and the extra that installs the library. They
-# are imported the first time an object of the library is serialized (the Rust walker reads
-# _PENDING) or a payload tag of the library ("<top>.<name>") is loaded; never at
-# ``import freight``.
+# of freight that holds them (its ``SERIALIZERS``, registered into BUILTINS by _register_module)
+# and the extra that installs the library. They are imported the first time an object of the
+# library is serialized (the Rust walker reads _PENDING) or a payload tag of the library
+# ("<top>.<name>") is loaded; never at ``import freight``. Those modules never import this one:
+# the registry loads them, by name, and they only define serializers.
 _LIBRARIES: dict[str, tuple[str, str]] = {
     "scipy": ("freight.serializers.scipy_sparse", "scipy"),
     "pyarrow": ("freight.serializers.arrow", "arrow"),
@@ -67,15 +68,33 @@ _NATIVE_TYPES: frozenset[type] = frozenset(
 
 
 def _load_library(top: str) -> bool:
-    """Imports freight's serializers for library ``top`` (once). False if nothing was loaded."""
+    """Registers freight's serializers for library ``top`` (once). False if nothing was loaded."""
     module = _PENDING.pop(top, None)
     if module is None:
         return False
     try:
-        importlib.import_module(module)
+        _register_module(module)
     except ImportError:
         return False  # the library itself is missing: nothing of it can be serialized anyway
     return True
+
+
+_REGISTERED_MODULES: set[str] = set()
+_REGISTER_LOCK = threading.Lock()
+
+
+def _register_module(name: str) -> None:
+    """Imports one of freight's serializer modules and registers its ``SERIALIZERS`` into
+    BUILTINS, once however many threads ask (several libraries share one module: stdlib). The
+    import runs outside the lock (Python's import lock makes it once): a module imported while
+    this lock is held could not wait for another thread's import without risking a deadlock."""
+    module = importlib.import_module(name)
+    with _REGISTER_LOCK:
+        if name in _REGISTERED_MODULES:
+            return
+        for serializer in module.SERIALIZERS:
+            BUILTINS.register(serializer)
+        _REGISTERED_MODULES.add(name)
 
 
 def _takes_one_argument(func: Callable[..., Any]) -> bool:
@@ -289,7 +308,7 @@ class Registry:
 
     def _rebuild(self) -> None:
         # The Rust side remembers types it found no serializer for: they may have one now.
-        _freight._registry_changed()
+        _registry_changed()
         view: dict[type, Entry] = {}
         for layer in reversed(self._layers()):
             view.update(layer._by_type)
@@ -329,7 +348,7 @@ class Registry:
         for top, (module, extra) in _LIBRARIES.items():
             if tag.startswith(top + "."):
                 try:
-                    importlib.import_module(module)
+                    _register_module(module)
                 except ImportError as exc:
                     raise MissingDependencyError(
                         f"the payload holds a {tag!r} object; install it with: pip install 'freight[{extra}]'"

@@ -1,5 +1,7 @@
 """freight's serializers for third-party libraries, one module per library, each imported the
-first time its library's objects or tags are seen (see ``freight.registry._LIBRARIES``)."""
+first time its library's objects or tags are seen (see ``freight.registry._LIBRARIES``). A
+module defines its serializers and lists them in ``SERIALIZERS``; the registry imports it by name
+and registers them into its BUILTINS layer. Serializer modules never import the registry."""
 
 from __future__ import annotations
 

@@ -5,8 +5,8 @@ payload's frames, validated in full in Rust, and imported back through a capsule
 (``loads(zero_copy=True)`` keeps them over the input's memory). The schema (types, names,
 metadata, extension types) travels as Arrow IPC schema bytes. Data the Rust path refuses, and
 payloads written before it, use the Python form in ``freight.serializers.arrow_python``.
-Imported the first time a pyarrow object is serialized or a ``pyarrow.*`` payload is loaded;
-registers into ``freight.registry.BUILTINS``.
+Imported the first time a pyarrow object is serialized or a ``pyarrow.*`` payload is loaded
+(``freight.registry`` registers its ``SERIALIZERS``).
 
 Extension types written in Python (``pa.ExtensionType`` subclasses) come back from the schema
 bytes only when ``pa.register_extension_type`` registered them; otherwise pyarrow reads their
@@ -24,7 +24,6 @@ from typing import Any
 import pyarrow as pa
 
 from freight._freight import arrow_dumps, arrow_loads
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer, Pickled
 from freight.serializers import arrow_python as python_form
 
@@ -186,11 +185,11 @@ def _pickled(meta: Pickled, types: tuple[type, ...]) -> Any:
     return meta.value
 
 
-for _serializer in (
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (
     ArraySerializer(),
     ChunkedArraySerializer(),
     RecordBatchSerializer(),
     TableSerializer(),
     SchemaSerializer(),
-):
-    BUILTINS.register(_serializer)
+)

@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from freight.exceptions import DeserializationError
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer, Pickled
 
 
@@ -129,4 +128,5 @@ class MaskedArraySerializer(LibrarySerializer):
             m._fill_value = fill
 
 
-BUILTINS.register(MaskedArraySerializer())
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (MaskedArraySerializer(),)

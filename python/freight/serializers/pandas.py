@@ -1,5 +1,5 @@
-"""The serializers of pandas DataFrame, Series and Index, registered into
-``freight.registry.BUILTINS``. Imported the first time a pandas object is serialized or a
+"""The serializers of pandas DataFrame, Series and Index (``SERIALIZERS``, which
+``freight.registry`` registers). Imported the first time a pandas object is serialized or a
 ``pandas.*`` payload is loaded.
 
 What travels how is the business of the modules below, which never import this one: one
@@ -17,7 +17,6 @@ import pandas as pd
 
 from freight import _versions
 from freight.exceptions import DeserializationError
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
 from freight.serializers.pandas_blocks import frame_from, frame_from_data, frame_meta
 from freight.serializers.pandas_columns import column_values, index_from, index_meta, unshared, values_from, values_meta
@@ -123,5 +122,5 @@ class IndexSerializer(_PandasSerializer):
         return index_from(meta)
 
 
-for _serializer in (DataFrameSerializer(), SeriesSerializer(), IndexSerializer()):
-    BUILTINS.register(_serializer)
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (DataFrameSerializer(), SeriesSerializer(), IndexSerializer())

@@ -8,8 +8,8 @@ the Rust path (a pyarrow table under ``"table"``) still load. Columns of
 polars' Object dtype have no Arrow form and polars cannot pickle them either: they are refused
 with a clear error. A LazyFrame travels as its query plan (polars' binary format); since polars
 unpickles the Python functions a plan may hold, its serializer is not ``safe``. Imported the
-first time a polars object is serialized or a ``polars.*`` payload is loaded; registers into
-``freight.registry.BUILTINS``.
+first time a polars object is serialized or a ``polars.*`` payload is loaded
+(``freight.registry`` registers its ``SERIALIZERS``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import polars as pl
 from freight import _versions
 from freight._freight import arrow_dumps, arrow_loads
 from freight.exceptions import DeserializationError, ProducerVersionError, SerializationError
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
 
 
@@ -173,5 +172,5 @@ class LazyFrameSerializer(_PolarsSerializer):
             raise DeserializationError(f"polars cannot load this LazyFrame plan: {exc}") from exc
 
 
-for _serializer in (DataFrameSerializer(), SeriesSerializer(), LazyFrameSerializer()):
-    BUILTINS.register(_serializer)
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (DataFrameSerializer(), SeriesSerializer(), LazyFrameSerializer())

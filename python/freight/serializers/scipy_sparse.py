@@ -1,6 +1,7 @@
 """scipy.sparse matrices and arrays: csr, csc, coo, bsr, dia and lil, as their index and data
 arrays (numpy frames, no pickle, safe to load). Imported the first time a scipy object is
-serialized or a ``scipy.sparse`` payload is loaded; registers into ``freight.registry.BUILTINS``.
+serialized or a ``scipy.sparse`` payload is loaded (``freight.registry``
+registers its ``SERIALIZERS``).
 
 lil matrices travel in csr form (their own storage is Python lists) and come back as lil.
 Sparse arrays may have other than two dimensions: coo_array any number, csr_array one (its
@@ -16,7 +17,6 @@ import scipy.sparse as sp
 
 from freight._freight import compressed_indices_error
 from freight.exceptions import DeserializationError
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
 
 # (format, is the new sparse-array API) -> class; the wire names only these.
@@ -153,4 +153,5 @@ class SparseSerializer(LibrarySerializer):
         return cls((data, offsets), shape=shape, copy=False)  # dia
 
 
-BUILTINS.register(SparseSerializer())
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (SparseSerializer(),)

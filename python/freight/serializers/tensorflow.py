@@ -8,8 +8,8 @@ string tensors as lists of bytes.
 A tensor on a GPU is brought to the host and put back on its device when it loads in a process
 that has that device; otherwise TensorFlow places it as it places any new tensor (on the CPU),
 which is TensorFlow's own soft placement. Imported the first time a TensorFlow value is
-serialized or a ``tensorflow.*`` payload is loaded; registers into
-``freight.registry.BUILTINS``.
+serialized or a ``tensorflow.*`` payload is loaded
+(``freight.registry`` registers its ``SERIALIZERS``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import numpy as np
 import tensorflow as tf
 
 from freight.exceptions import DeserializationError, SerializationError
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
 
 # Unsigned integers of each size, to carry the bits of dtypes numpy has no native form for.
@@ -229,5 +228,5 @@ class SparseTensorSerializer(_TensorFlowSerializer):
         return tf.SparseTensor(indices, values, shape)
 
 
-for _serializer in (TensorSerializer(), VariableSerializer(), RaggedTensorSerializer(), SparseTensorSerializer()):
-    BUILTINS.register(_serializer)
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (TensorSerializer(), VariableSerializer(), RaggedTensorSerializer(), SparseTensorSerializer())

@@ -8,8 +8,8 @@ on another device (CUDA, MPS) is brought to the CPU and put back on its device w
 process that has that device; otherwise loading fails with advice, unless ``map_location`` below
 says where to put such tensors. State dicts (dicts of tensors) need nothing more; whole modules
 (``nn.Module``, ``nn.Parameter``) go through the pickle bridge with their tensors as frames.
-Imported the first time a tensor is serialized or a ``torch.*`` payload is loaded; registers
-into ``freight.registry.BUILTINS``.
+Imported the first time a tensor is serialized or a ``torch.*`` payload is loaded
+(``freight.registry`` registers its ``SERIALIZERS``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import torch
 
 from freight._freight import compressed_indices_error
 from freight.exceptions import DeserializationError
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer
 
 #: Where to put tensors whose device this process does not have ("cpu", say); None: refuse.
@@ -214,4 +213,5 @@ class TensorSerializer(LibrarySerializer):
         return _place(t, meta)
 
 
-BUILTINS.register(TensorSerializer())
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (TensorSerializer(),)

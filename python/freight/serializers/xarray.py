@@ -2,7 +2,8 @@
 xarray's own ``to_dict(data="array", encoding=True)`` / ``from_dict``. Variable data stays numpy
 arrays, which freight sends as frames (no pickle; attrs values freight cannot encode natively
 are pickled in place). Imported the first time an xarray object is serialized or an
-``xarray.*`` payload is loaded; registers into ``freight.registry.BUILTINS``.
+``xarray.*`` payload is loaded (``freight.registry`` registers
+its ``SERIALIZERS``).
 
 State kept on a cached accessor (``ds.my_accessor.value = "foo"``, after
 ``xr.register_dataset_accessor("my_accessor")``) lives in the object's ``_cache``, which
@@ -17,7 +18,6 @@ from typing import Any
 import xarray as xr
 
 from freight.exceptions import DeserializationError
-from freight.registry import BUILTINS
 from freight.serializers import LibrarySerializer, Pickled
 
 
@@ -67,5 +67,5 @@ class DatasetSerializer(_XarraySerializer):
     cls = xr.Dataset
 
 
-for _serializer in (DataArraySerializer(), DatasetSerializer()):
-    BUILTINS.register(_serializer)
+# What freight.registry registers into its BUILTINS layer when it loads this module.
+SERIALIZERS = (DataArraySerializer(), DatasetSerializer())
