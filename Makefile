@@ -111,7 +111,7 @@ old-versions: $(OLD_STAMP)  ## Create .venv-old (numpy 1.26, pandas 2.2, pyarrow
 
 .PHONY: test-python
 test-python: $(OLD_STAMP)
-test-python: build $(S3S_FS) redis openmpi  ## pytest (unit, golden payloads, Scaler, Dask, ProxyStore, Ray, Celery, Parsl, mpi4py end to end)
+test-python: build $(S3S_FS) redis openmpi  ## pytest over tests/ (one folder per feature, see tests/README.md; the engines end to end)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: test
