@@ -9,6 +9,8 @@ Fixtures:
 * ``s3_server`` (one per test module): a running server and its credentials, a default bucket,
   ``new_bucket(name)``, and ``kill()``/``restart()`` for fault tests;
 * ``s3_env`` (per test): the ``AWS_*`` variables that point an S3 client at that server.
+* ``storage``, ``file_protocol_storage``: FunctionFuse storages of each kind (file, memory,
+  S3; file and memory), for test_functionfuse*.py.
 """
 
 from __future__ import annotations
@@ -276,3 +278,36 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> StoreLocat
 def store(store_location: StoreLocation):
     """``store_location.open()``: an empty ``freight.storage.Store`` on each backend."""
     return store_location.open()
+
+
+# -- FunctionFuse storages (test_functionfuse*.py) ---------------------------------------------------
+
+_ff_prefixes = itertools.count()
+
+
+@pytest.fixture(params=["file", "memory", "s3"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A FunctionFuse storage of each kind (freight.storage.functionfuse.storage_factory)."""
+    from ffcases import s3_options
+
+    from freight.storage.functionfuse import storage_factory
+
+    if request.param == "file":
+        return storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    if request.param == "memory":
+        return storage_factory({"kind": "memory", "options": {}})
+    server: S3Server = request.getfixturevalue("s3_server")
+    server.start()
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)  # everything comes from the s3fs options
+    return storage_factory(s3_options(server, f"ff/run-{next(_ff_prefixes)}"))
+
+
+@pytest.fixture(params=["file", "memory"])
+def file_protocol_storage(request: pytest.FixtureRequest, tmp_path: Path):
+    """A FunctionFuse storage whose serializers get FILE_PROTOCOL (file and memory kinds)."""
+    from freight.storage.functionfuse import storage_factory
+
+    if request.param == "file":
+        return storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})
+    return storage_factory({"kind": "memory", "options": {}})
