@@ -188,7 +188,7 @@ fuzz-asan: $(ASAN_LIB)  ## The Python campaign (FUZZ_S seconds) against an Addre
 	ASAN_OPTIONS=$(ASAN_OPTIONS_FUZZ) PYTHONMALLOC=malloc \
 	PYTHONPATH=$(ASAN_PKG) $(PY) fuzz/loads_mutations.py --seconds $(FUZZ_S) --jobs $(FUZZ_JOBS) --extension $(ASAN_PKG)
 
-LINT_DEPS := ruff mypy
+LINT_DEPS := ruff mypy import-linter
 LINT_STAMP := $(VENV)/.lint-deps-installed
 PY_SRC := python tests benchmarks fuzz tools
 
@@ -197,11 +197,13 @@ $(LINT_STAMP): $(PY) Makefile
 	touch $(LINT_STAMP)
 
 .PHONY: lint
-lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format --check, stubtest of the extension
+lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format --check, import layers and circles, stubtest
 	cargo fmt --all -- --check
 	cargo clippy --workspace --release -- -D warnings
 	$(VENV)/bin/ruff check $(PY_SRC)
 	$(VENV)/bin/ruff format --check $(PY_SRC)
+	@# The package's layers and no import circles: the contracts in pyproject.toml, [tool.importlinter].
+	$(VENV)/bin/lint-imports --no-cache
 	@# --ignore-unused-allowlist: some entries apply to some Python versions only (see the file).
 	$(PY) -m mypy.stubtest freight._freight --allowlist tools/stubtest-allowlist.txt --ignore-unused-allowlist
 
