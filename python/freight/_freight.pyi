@@ -82,7 +82,7 @@ class FrameInfo(TypedDict):
     """One frame of a payload, as :func:`inspect` describes it."""
 
     index: int
-    offset: int | None  # where the frame starts in the payload; None for a dumps_frames list
+    offset: int | None  # where the frame starts in the payload; None for a dumps_frames list (and in Store.info)
     length: int  # raw (decompressed) length
     stored_length: int  # length as stored (compressed)
     codec: Literal["none", "lz4", "zstd"]
@@ -90,7 +90,7 @@ class FrameInfo(TypedDict):
     ratio: float  # stored_length / length (1.0 for an empty frame)
     block_checksum: bool  # checksummed per 1 MiB block rather than as a whole
     checksum: str | None  # the stored xxh3-64, 16 hex digits; None when none was written
-    checksum_ok: bool | None  # whether the frame's bytes match it; None without a checksum
+    checksum_ok: bool | None  # whether the frame's bytes match it; None without a checksum (or when not read)
 
 @type_check_only
 class TreeInfo(TypedDict):
