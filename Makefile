@@ -55,6 +55,29 @@ build-dev: install  ## Build the extension in debug mode (faster to compile, slo
 	set -o pipefail; $(VENV)/bin/maturin develop -q -F testing 2>&1 | { grep -vE '^(Ignoring|Requirement already satisfied):? ' || true; }
 	rm -f $(EXT_STAMP)
 
+# Release wheels into dist/: manylinux2014 (glibc 2.17 and newer), because maturin links with zig
+# (ziglang, from PyPI) against glibc 2.17's symbols instead of this machine's newer ones; without
+# the test hooks. One wheel per interpreter of WHEEL_PYTHONS (the virtualenv's by default; e.g.
+# WHEEL_PYTHONS="python3.10 python3.12"); no abi3 wheel: see docs/ARCHITECTURE.md, "Packaging".
+# The build has its own cargo target folder, or `make build` would compile everything again after it.
+WHEEL_PYTHONS ?= $(PY)
+WHEEL_DEPS := ziglang==0.17.1
+WHEEL_STAMP := $(VENV)/.wheel-deps-installed
+
+$(WHEEL_STAMP): $(STAMP)
+	$(PIP) install -q $(WHEEL_DEPS)
+	touch $(WHEEL_STAMP)
+
+.PHONY: wheel
+wheel: $(WHEEL_STAMP)  ## Build release wheels into dist/ (manylinux2014, linked by zig)
+	rm -rf dist
+	PATH="$(abspath $(VENV))/bin:$$PATH" CARGO_TARGET_DIR=target/wheel \
+		$(VENV)/bin/maturin build --release --zig --compatibility manylinux2014 --out dist -i $(WHEEL_PYTHONS)
+
+.PHONY: wheel-check
+wheel-check: build wheel  ## Install the wheel into fresh virtualenvs: import time, builtins, a missing extra's error, each extra's imports
+	$(PY) tools/wheel_check.py
+
 .PHONY: demo
 demo: build  ## Run the demo: a mixed workload through freight, stored in a local folder
 	$(PY) -m freight demo
