@@ -85,25 +85,15 @@ def test_numpy_arguments_keep_joblibs_memmapping_results_take_freight(installed)
     assert mapping_of(echoed.__array_interface__["data"][0]).startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
 
 
-def test_numpy_arguments_through_freight_when_asked(installed):
-    import freight.integrations.joblib as fj
-
-    fj.install(numpy_arguments=True)
-    try:
-        a = np.ones(4 * BIG // 8)
-        ((where, total),) = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(where_array)(x) for x in [a])
-        assert total == a.sum() and where.startswith(f"{shm.DIRECTORY}/{shm.PREFIX}")
-        # an array backed by the user's own np.memmap stays joblib's (sent by file name)
-        import os
-        import tempfile
-
-        path = os.path.join(tempfile.mkdtemp(), "own.mmap")
-        m = np.memmap(path, dtype=np.float64, mode="w+", shape=(BIG // 8,))
-        m[:] = 2.0
-        ((where, total),) = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(where_array)(x) for x in [m])
-        assert total == m.sum() and where.endswith("own.mmap")
-    finally:
-        fj.install(numpy_arguments=False)
+def test_users_own_memmaps_stay_joblibs(installed, tmp_path):
+    """An array backed by the user's own np.memmap goes by file name both ways (r+ shared writes)."""
+    m = np.memmap(str(tmp_path / "own.mmap"), dtype=np.float64, mode="w+", shape=(BIG // 8,))
+    m[:] = 2.0
+    m.flush()
+    ((where, total),) = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(where_array)(x) for x in [m])
+    assert total == m.sum() and where.endswith("own.mmap")
+    (back,) = joblib.Parallel(n_jobs=2, backend="loky")(joblib.delayed(echo)(x) for x in [m])
+    assert isinstance(back, np.memmap) and str(back.filename) == str(tmp_path / "own.mmap")
 
 
 def test_cross_val_score_same_scores(installed):

@@ -16,11 +16,11 @@ everything else and needs no new pickler.
 
 numpy arrays: joblib memory-maps large numpy arguments (above ``max_nbytes``: hashed, dumped once
 into a temporary folder, mapped read-only by the workers) and pipes numpy results; it gives loky
-those reducers per call, ahead of registered ones. freight takes numpy arrays ahead of them
-through the pickler's ``reducer_override`` (which pickle consults before any dispatch table):
-results always, arguments with ``install(numpy_arguments=True)``. The default keeps joblib's
-memmapping of arguments because it is faster when one array goes to many tasks (measured:
-docs/integrations/joblib.md). Arrays backed by your own ``np.memmap`` files stay joblib's.
+those reducers per call, ahead of registered ones. freight takes numpy *results* ahead of them
+through the pickler's ``reducer_override`` (which pickle consults before any dispatch table);
+numpy *arguments* keep joblib's memmapping, which measured as fast as freight for arrays sent once
+and faster for one array sent to many tasks (docs/integrations/joblib.md). Arrays backed by your
+own ``np.memmap`` files stay joblib's both ways.
 
 Workers reach it the way multiprocessing's do: loky starts each worker by pickling its process
 object with this pickler; the registered reduction installs freight in the worker before it runs
@@ -45,7 +45,7 @@ LIBRARIES = ("numpy", "pandas", "polars", "pyarrow", "torch")
 
 _LOCK = threading.Lock()
 _INSTALLED: list[type] = []
-_OPTIONS: dict[str, Any] = {"numpy_arguments": False, "worker": False}
+_OPTIONS: dict[str, Any] = {"worker": False}
 
 
 def _classes() -> list[type]:
@@ -98,16 +98,16 @@ def _started(options: dict[str, Any], cls: type, state: dict[str, Any]) -> Any:
 
 
 def _takes_numpy(obj: Any, np: Any) -> bool:
-    """Whether freight sends this numpy array rather than joblib's reducers."""
+    """Whether freight sends this numpy array rather than joblib's reducers: in a worker (a
+    result, which joblib would pickle into the pipe) unless it is backed by a file of the user's own
+    (which joblib sends by file name). Arguments stay joblib's: its memmapping was as fast for
+    arrays sent once and faster for one array sent to many tasks (docs/integrations/joblib.md)."""
+    if not _OPTIONS["worker"]:
+        return False
     from joblib._memmapping_reducer import JOBLIB_MMAPS, _get_backing_memmap
 
     backing = _get_backing_memmap(obj)
-    if _OPTIONS["worker"]:
-        # a result: joblib would pickle it into the pipe, unless it is backed by a file of the
-        # user's own (which it sends by file name): freight takes the first kind
-        return not isinstance(backing, np.memmap) or backing.filename in JOBLIB_MMAPS
-    # an argument: joblib memory-maps it (above max_nbytes) unless numpy_arguments=True
-    return _OPTIONS["numpy_arguments"] and type(obj) is np.ndarray and backing is None
+    return not isinstance(backing, np.memmap) or backing.filename in JOBLIB_MMAPS
 
 
 def _take_numpy(pickler_cls: type) -> None:
@@ -130,16 +130,11 @@ def _take_numpy(pickler_cls: type) -> None:
     pickler_cls._freight_numpy = True  # type: ignore[attr-defined]
 
 
-def install(*, threshold: int | None = None, numpy_arguments: bool = False) -> list[type]:
+def install(*, threshold: int | None = None) -> list[type]:
     """Registers freight in loky's pickler for this process and every loky worker started from now
     on. Returns the classes registered. ``threshold``: as for
-    :func:`freight.integrations.multiprocessing.install`.
-
-    numpy results always go through freight (joblib pipes them). ``numpy_arguments=True`` sends
-    numpy arguments through freight too, instead of joblib's memmapping: faster for large arrays
-    each sent once, slower for one array sent to many tasks, which joblib dumps once and freight
-    copies per task (scikit-learn's cross-validation and searches do that; measured in
-    docs/integrations/joblib.md). Arrays backed by your own ``np.memmap`` files stay joblib's."""
+    :func:`freight.integrations.multiprocessing.install`. numpy results go through freight (joblib
+    would pipe them); numpy arguments keep joblib's memmapping."""
     from joblib.externals.loky.backend import process as loky_process
     from joblib.externals.loky.backend import reduction
 
@@ -153,7 +148,6 @@ def install(*, threshold: int | None = None, numpy_arguments: bool = False) -> l
             reduction.register(cls, _reducer)
         for cls in (loky_process.LokyProcess, loky_process.LokyInitMainProcess):
             reduction.register(cls, _reduce_process)
-        _OPTIONS["numpy_arguments"] = bool(numpy_arguments)
         _take_numpy(reduction.get_loky_pickler())
         _INSTALLED[:] = classes
     shm.tracker_ready()
