@@ -8,6 +8,7 @@ reported with its payload.
 
     python fuzz/loads_mutations.py --seconds 60            # all kinds, ~60 s in all
     python fuzz/loads_mutations.py --kinds scipy-csr --mutations 20000
+    python fuzz/loads_mutations.py --rounds 1 --mutations 300   # one child per kind, however long
     PYTHONMALLOC=malloc MALLOC_CHECK_=3 python fuzz/loads_mutations.py   # glibc checks the heap
     make fuzz-asan    # against an AddressSanitizer build of the extension (see docs/SECURITY.md)
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import random
 import subprocess
@@ -212,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS))
     parser.add_argument("--mutations", type=int, default=2000, help="per child process")
     parser.add_argument("--seconds", type=float, default=60.0, help="stop starting children after this")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="instead of --seconds: each kind runs this many children, then stop"
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--out", default=None, help="where crashing payloads are kept")
     parser.add_argument("--extension", default="", help="children must load freight._freight from under this path")
@@ -219,18 +224,23 @@ def main(argv: list[str] | None = None) -> int:
     kinds = args.kinds.split(",")
     outdir = args.out or tempfile.mkdtemp(prefix="freight-fuzz-")
     os.makedirs(outdir, exist_ok=True)
-    deadline = time.monotonic() + args.seconds
+    # A number of rounds ends the run by count, not time: a test's outcome must not hang on the
+    # machine's speed (under load, a time budget left kinds that never got a child).
+    deadline = math.inf if args.rounds is not None else time.monotonic() + args.seconds
     totals = {k: [0, 0, 0] for k in kinds}  # mutations, non-freight errors, crashes
     crashes: list[str] = []
     seeds = iter(range(random.randrange(1 << 30), 1 << 31))
-    turns = itertools.cycle(kinds)  # every kind gets its turn, whatever their speed
+    # every kind gets its turn, whatever their speed
+    turns = iter(kinds * args.rounds) if args.rounds is not None else itertools.cycle(kinds)
     lock = threading.Lock()
     wrong: list[str] = []
 
     def work(_: int) -> None:
         while time.monotonic() < deadline and not wrong:
             with lock:
-                kind, seed = next(turns), next(seeds)
+                kind, seed = next(turns, None), next(seeds)
+            if kind is None:
+                return
             try:
                 k, done, failures, crash = run_child(kind, seed, args.mutations, outdir, args.extension)
             except WrongExtension as exc:
