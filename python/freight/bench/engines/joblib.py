@@ -33,7 +33,12 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
         fj.install()  # before the first Parallel: loky's workers get freight when they start
     # one Parallel for all batches: its loky executor (and its 2 workers) are reused between them
     with Parallel(n_jobs=2, backend="loky") as parallel:
-        rows = tasks.measure_workloads("joblib", serializer, quick, lambda w, v: _batch(parallel, w, v),
-                                       lambda: list(get_reusable_executor()._processes))  # fmt: skip
+
+        def workers() -> list[int]:
+            # the Parallel's own executor: get_reusable_executor() without joblib's reducers would
+            # replace it (other arguments), restarting the workers in the middle of the run
+            return list(parallel._backend._workers._processes)
+
+        rows = tasks.measure_workloads("joblib", serializer, quick, lambda w, v: _batch(parallel, w, v), workers)
     get_reusable_executor().shutdown(wait=True)
     return rows
