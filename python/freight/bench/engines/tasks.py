@@ -50,6 +50,22 @@ def frame(seed: int, rows: int = 100_000) -> Any:
     )
 
 
+def user_frame(seed: int, rows: int = 200_000) -> Any:
+    """What a new user's task makes: ints, floats and a string column (pandas' ``str`` dtype)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {"i": rng.integers(0, 1 << 40, rows), "f": rng.random(rows), "s": [f"user-{i % 5000:05d}" for i in range(rows)]}
+    )
+
+
+def summarize(df: Any) -> float:
+    """What the next task does with it (reads every column)."""
+    return float(df["f"].sum()) + float(df["s"].nunique()) + float(df["i"].iloc[-1] % 7)
+
+
 def closure(seed: int, nbytes: int = MiB) -> Any:
     """A function made inside a function, carrying an array: sent by value."""
     weights = array(seed, nbytes)
