@@ -83,9 +83,9 @@ fn encode(field: &FieldRef) -> Vec<u8> {
 /// Schemas up to this size are cached (bigger ones are rare and parse in proportion).
 const CACHED_MAX: usize = 4096;
 const CACHE_ENTRIES: usize = 256;
-/// Encoded schemas by field and its dictionaries' ordered flags (see `ordered_flags`).
-static ENCODED: LazyLock<Mutex<HashMap<(Field, Vec<bool>), Vec<u8>>>> =
-    LazyLock::new(Default::default);
+/// What an encoded schema is cached by: the field and its dictionaries' ordered flags.
+type EncodedKey = (Field, Vec<bool>);
+static ENCODED: LazyLock<Mutex<HashMap<EncodedKey, Vec<u8>>>> = LazyLock::new(Default::default);
 static CACHE: LazyLock<Mutex<HashMap<Vec<u8>, FieldRef>>> = LazyLock::new(Default::default);
 
 /// The field of IPC schema bytes written by `to_ipc`.
