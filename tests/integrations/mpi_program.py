@@ -41,8 +41,9 @@ if mode == "refuse":
     sys.exit(0)
 
 if mode == "wrap":
-    # wrap(comm): small values in one message (a plain recv reads them), large ones as header and
-    # frames (a plain recv refuses them, naming wrap); isend, ssend and sendrecv; mprobe refused
+    # wrap(comm): small values in one message (a plain recv reads them), large ones as two (the
+    # frame table with the header, then the frames: a plain recv refuses them, naming wrap); isend,
+    # ssend and sendrecv; a value of several large frames; mprobe refused
     fm.install()
     w = fm.wrap(comm)
     big = np.arange(1 << 19, dtype=np.float64)  # 4 MiB: above INLINE_LIMIT
@@ -54,6 +55,7 @@ if mode == "wrap":
         w.ssend(small, dest=0, tag=4)
         got = w.sendrecv(big * 2, dest=0, sendtag=5, source=0, recvtag=6)
         w.send(bool(np.array_equal(got, big * 3)), dest=0, tag=7)
+        w.send({"a": big, "df": pd.DataFrame({"x": big, "s": ["v"] * len(big)}), "b": big[::2].copy()}, dest=0, tag=8)
     else:
         got = comm.recv(source=1, tag=1)  # the plain communicator: one message
         report["small_one_message"] = got["n"] == 3 and np.array_equal(got["a"], np.arange(10))
@@ -63,14 +65,18 @@ if mode == "wrap":
         except freight.DeserializationError as e:
             report["plain_recv_of_frames"] = "wrap(comm)" in str(e)
             status = MPI.Status()
-            for _ in range(2):  # drain what followed: the header and the frame
-                comm.Probe(source=1, tag=2, status=status)
-                comm.Recv(bytearray(status.Get_count(MPI.BYTE)), source=1, tag=2)
+            comm.Probe(source=1, tag=2, status=status)  # drain what followed: the frames, in one message
+            comm.Recv(bytearray(status.Get_count(MPI.BYTE)), source=1, tag=2)
         got = w.recv(source=1, tag=3)
         report["isend_large"] = bool(np.array_equal(got, big) and got.flags.writeable)
         report["ssend_small"] = w.recv(source=1, tag=4)["n"] == 3
         got = w.sendrecv(big * 3, dest=1, sendtag=6, source=1, recvtag=5)
         report["sendrecv"] = bool(np.array_equal(got, big * 2)) and w.recv(source=1, tag=7)
+        got = w.recv(source=1, tag=8)
+        report["several_frames"] = bool(
+            np.array_equal(got["a"], big) and np.array_equal(got["b"], big[::2])
+            and got["df"].equals(pd.DataFrame({"x": big, "s": ["v"] * len(big)})) and got["a"].flags.writeable
+        )  # fmt: skip
         try:
             w.mprobe(source=1)
             report["mprobe"] = None

@@ -27,6 +27,7 @@ handshake): a rank without freight reading a freight message raises pickle's ``U
 
 from __future__ import annotations
 
+import itertools
 import struct
 import threading
 from typing import Any
@@ -52,9 +53,11 @@ INLINE_LIMIT = 256 * 1024
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {"codec": None, "pkl5": None}
 _MAGIC = b"\x89FRT"  # how every freight payload starts
-# The first message of a value sent out of band: this marker, then the lengths of the header and
-# of each frame (int64), each of which follows as a message of its own.
+# The first message of a value sent out of band: this marker, the number of frames and their
+# lengths (int64), then the header; the frames follow together as the second message.
 _OOB_MARK = b"\x89FRTOOB"
+_ALIGN = 64  # where each received frame starts in the receive buffer
+_BLOCK = 1 << 30
 _RECEIVING = threading.local()  # (communicator, status) of a wrap() receive in progress
 
 
@@ -93,21 +96,26 @@ class FreightPickle:
 
     def _receive_frames(self, first: memoryview) -> Any:
         """The rest of a value a :func:`wrap` communicator sent out of band: ``first`` (its first
-        message) gives the lengths of the header and frames, which follow from the same sender."""
+        message) holds the frames' lengths and the header; the frames follow in one message, which
+        lands in one buffer, each frame at a 64-byte aligned place (arrays then view it)."""
         receiving = getattr(_RECEIVING, "context", None)
         if receiving is None:
             raise freight.DeserializationError(
                 "this message was sent out of band by a freight.integrations.mpi4py.wrap() communicator "
-                "(its frames follow as separate messages): receive it through wrap(comm) too"
+                "(its frames follow as a second message): receive it through wrap(comm) too"
             )
         comm, status = receiving
-        lengths = _unpack_lengths(first)
-        source, tag = status.Get_source(), status.Get_tag()
-        buffers = [MPI.buffer.allocate(n) for n in lengths]
-        with _pkl5._bigmpi as bigmpi:
-            for buf in buffers:
-                MPI.Comm.Recv(comm, bigmpi(buf), source, tag)
-        return self.loads_oob(buffers[0], buffers[1:])
+        lengths, header = _unpack_table(first)
+        buf = MPI.buffer.allocate(sum(_aligned(n) for n in lengths) + _ALIGN)
+        start = -MPI.Get_address(buf) % _ALIGN
+        offsets = list(itertools.accumulate((_aligned(n) for n in lengths[:-1]), initial=start))
+        layout = _frames_type(lengths, offsets)
+        try:
+            MPI.Comm.Recv(comm, [buf, 1, layout], status.Get_source(), status.Get_tag())
+        finally:
+            layout.Free()
+        view = memoryview(buf)
+        return self.loads_oob(header, [view[o : o + n] for o, n in zip(offsets, lengths)])
 
 
 def _bytes_view(frame: Any) -> memoryview:
@@ -115,47 +123,77 @@ def _bytes_view(frame: Any) -> memoryview:
     return view if view.ndim == 1 and view.format == "B" else view.cast("B")  # MPI sends len(view) bytes
 
 
-def _pack_lengths(lengths: list[int]) -> bytes:
-    return _OOB_MARK + struct.pack(f"<{len(lengths)}q", *lengths)
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def _unpack_lengths(first: memoryview) -> list[int]:
-    body = first[len(_OOB_MARK) :]
-    if len(body) % 8:
-        raise freight.DeserializationError("a wrap() message's frame table is truncated: the sender is not freight's")
-    return list(struct.unpack(f"<{len(body) // 8}q", body))
+def _frames_type(lengths: list[int], displacements: list[int]) -> Any:
+    """An MPI datatype of ``lengths`` bytes at ``displacements`` (addresses, or offsets into one
+    buffer), in blocks of at most 1 GiB (MPI-3 counts are C ints): several frames, one message."""
+    sizes, places = [], []
+    for length, place in zip(lengths, displacements):
+        for offset in range(0, length, _BLOCK):
+            sizes.append(min(_BLOCK, length - offset))
+            places.append(place + offset)
+    return MPI.BYTE.Create_hindexed(sizes, places).Commit()
 
 
-def _messages(obj: Any) -> list[Any]:
-    """What a :func:`wrap` communicator sends for ``obj``: one freight payload when its frames are
-    small (the header alone when it has none), else the frame table, the header and each frame."""
+def _pack_table(header: memoryview, bufs: list[memoryview]) -> bytes:
+    lengths = [len(b) for b in bufs]
+    return b"".join((_OOB_MARK, struct.pack(f"<q{len(lengths)}q", len(lengths), *lengths), header))
+
+
+def _unpack_table(first: memoryview) -> tuple[list[int], bytes]:
+    at = len(_OOB_MARK)
+    try:
+        (count,) = struct.unpack_from("<q", first, at)
+        lengths = list(struct.unpack_from(f"<{count}q", first, at + 8))
+    except (struct.error, ValueError, MemoryError):
+        raise freight.DeserializationError(
+            "a wrap() message's frame table is truncated: the sender is not freight's"
+        ) from None
+    # the header is copied: mpi4py frees this message's buffer when loads returns
+    return lengths, bytes(first[at + 8 + 8 * count :])
+
+
+def _messages(obj: Any) -> tuple[bytes | memoryview, list[memoryview]]:
+    """What a :func:`wrap` communicator sends for ``obj``: (first message, frames). Small frames
+    (or none): one freight payload and no frames. Otherwise the frame table with the header,
+    then the frames, which go together as a second message."""
     codec = _STATE["codec"]
     frames = codec.dumps_frames(obj)
     if len(frames) == 1:
-        return [frames[0]]  # the header of a value without frames is the whole payload
+        return frames[0], []  # the header of a value without frames is the whole payload
     bufs = [_bytes_view(frame) for frame in frames[1:]]
     if sum(len(b) for b in bufs) < INLINE_LIMIT:
-        return [codec.dumps(obj)]
-    header = _bytes_view(frames[0])
-    return [_pack_lengths([len(header), *(len(b) for b in bufs)]), header, *bufs]
+        return codec.dumps(obj), []
+    return _pack_table(_bytes_view(frames[0]), bufs), bufs
 
 
-def _send(comm: Any, send: Any, obj: Any, dest: int, tag: int) -> None:
-    """Sends ``obj``'s messages with ``send(comm, buf, dest, tag)`` (back to back, under mpi4py's
-    send lock, so that another thread's messages to the same rank and tag do not interleave)."""
-    messages = _messages(obj)
-    if len(messages) == 1:
-        send(comm, [messages[0], MPI.BYTE], dest, tag)
-        return
-    with MPI._comm_lock(comm, "send"), _pkl5._bigmpi as bigmpi:
-        for message in messages:
-            send(comm, bigmpi(message), dest, tag)
+def _send(comm: Any, send: Any, obj: Any, dest: int, tag: int) -> list[Any]:
+    """Sends ``obj`` with ``send(comm, message, dest, tag)``: one message, or two back to back
+    (under mpi4py's send lock, so that another thread's messages to the same rank and tag do not
+    come between them). Returns what must stay alive until the sends complete."""
+    first, bufs = _messages(obj)
+    if not bufs:
+        send(comm, [first, MPI.BYTE], dest, tag)
+        return [first]
+    layout = _frames_type([len(b) for b in bufs], [MPI.Get_address(b) for b in bufs])
+    try:
+        with MPI._comm_lock(comm, "send"):
+            send(comm, [first, MPI.BYTE], dest, tag)
+            send(comm, [MPI.BOTTOM, 1, layout], dest, tag)  # the frames where they are: no copy
+    finally:
+        layout.Free()  # MPI keeps it for the sends already started
+    return [first, *bufs]
 
 
 def _isend(comm: Any, isend: Any, obj: Any, dest: int, tag: int) -> Any:
     requests: list[Any] = []
-    _send(comm, lambda c, buf, d, t: requests.append(isend(c, buf, d, t)), obj, dest, tag)
-    return _pkl5.Request(requests)
+    alive = _send(comm, lambda c, buf, d, t: requests.append(isend(c, buf, d, t)), obj, dest, tag)
+    request = _pkl5.Request(requests)
+    request._freight_buffers = alive  # MPI reads the frames by address: keep them until done
+    return request
 
 
 def _recv(comm: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
