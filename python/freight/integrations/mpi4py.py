@@ -16,10 +16,10 @@ and ``key=`` (signed messages) apply to every lowercase call of the program.
 Large arrays are better not copied into one message at all. :func:`wrap` returns a communicator
 (a ``mpi4py.util.pkl5`` one, whose module-level ``pickle`` object :func:`install` replaces) whose
 point-to-point methods send a value in one message when its frames are small (below
-:data:`INLINE_LIMIT`: one freight payload, as the lowercase methods do), and otherwise freight's
-header as the first message and each frame (the arrays' and tables' memory, not copied) as the
-next ones, rebuilding the value on the received buffers. Its collectives are pkl5's (header and
-frames as separate messages).
+:data:`INLINE_LIMIT`: one freight payload, as the lowercase methods do), and otherwise in two: the
+frame table with freight's header, then every frame together, read by MPI from where it lies (a
+datatype over the frames' addresses) into one receive buffer that the rebuilt arrays view. Its
+collectives are pkl5's (header and frames as separate messages).
 
 Every rank must install with the same options (mpi4py has one ``MPI.pickle`` per process and no
 handshake): a rank without freight reading a freight message raises pickle's ``UnpicklingError``.
