@@ -8,6 +8,7 @@ shared memory alone. pandas (the DataFrame row) goes through shared memory with 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from freight.bench.engines import tasks
@@ -24,7 +25,7 @@ def _batch(parallel: Any, workload: str, values: list[Any]) -> list[Any]:
 
 
 def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
-    from joblib import Parallel
+    from joblib import Parallel, delayed
     from joblib.externals.loky import get_reusable_executor
 
     if serializer == "freight":
@@ -33,6 +34,9 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
         fj.install()  # before the first Parallel: loky's workers get freight when they start
     # one Parallel for all batches: its loky executor (and its 2 workers) are reused between them
     with Parallel(n_jobs=2, backend="loky") as parallel:
+        # both workers started and importing done before anything is timed (loky starts them
+        # lazily; a task that waits a little cannot all land on one worker)
+        parallel(delayed(time.sleep)(0.2) for _ in range(4))
 
         def workers() -> list[int]:
             # the Parallel's own executor: get_reusable_executor() without joblib's reducers would

@@ -39,6 +39,7 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
     ctx = mp.get_context("forkserver")
     rows: list[dict[str, Any]] = []
     with ctx.Pool(2) as pool:
+        pool.map(time.sleep, [0.2] * 4, chunksize=1)  # both workers up before anything is timed
 
         def run(w: Any, v: Any) -> Any:
             return _batch(lambda f, xs: pool.map(f, xs, chunksize=1), w, v)
@@ -60,6 +61,7 @@ def measure(serializer: str, quick: bool) -> list[dict[str, Any]]:
                          "seconds": seconds, "bytes": a.nbytes, "peak_bytes": _peak.rise(base)})  # fmt: skip
             del back, a
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=ctx) as ex:
+        list(ex.map(time.sleep, [0.2] * 4))  # both workers up (started on demand) before timing
         rows += tasks.measure_workloads("concurrent.futures", serializer, quick,
                                         lambda w, v: _batch(lambda f, xs: ex.map(f, xs), w, v),
                                         lambda: list(ex._processes))  # fmt: skip
