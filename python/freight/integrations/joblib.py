@@ -44,6 +44,7 @@ __all__ = ["install", "installed"]
 
 _LOCK = threading.Lock()
 _OPTIONS: dict[str, Any] = {"installed": False, "worker": False}
+_TOP: dict[type, str] = {}  # class -> the top-level module it comes from
 
 
 def _reduce_process(obj: Any) -> Any:
@@ -83,7 +84,9 @@ def _take_freight_types(pickler_cls: type) -> None:
 
     def reducer_override(self: Any, obj: Any) -> Any:
         cls = type(obj)
-        top = cls.__module__.partition(".")[0]
+        top = _TOP.get(cls)
+        if top is None:  # first time this class is seen: one dict probe per object afterwards
+            top = _TOP[cls] = cls.__module__.partition(".")[0] if isinstance(cls.__module__, str) else ""
         if top in _fmp.TYPES:
             if top == "numpy" and isinstance(obj, sys.modules["numpy"].ndarray):
                 np = sys.modules["numpy"]
