@@ -136,21 +136,25 @@ def _kind(cls: type) -> Any:
 _TOPS = frozenset(TYPES)
 
 
-def reduce(obj: Any) -> Any:
+def reduce(obj: Any, _kinds: Any = _KINDS.get, _type: Any = type, _state: Any = _STATE) -> Any:
     """The ``reducer_override`` installed on ForkingPickler: a reduction for values freight shares,
-    ``NotImplemented`` for everything else (pickle goes on as usual)."""
-    cls = type(obj)
-    kind = _KINDS.get(cls, False)
-    if kind is False:  # first time this class is seen: one dict probe per object afterwards
+    ``NotImplemented`` for everything else (pickle goes on as usual). Pickle calls it for every
+    object but ints, floats, strings, bytes and those already in the message: the common path (a
+    class met before, not ours) is one dict probe, with the names it needs bound as defaults."""
+    kind = _kinds(_type(obj), False)
+    if kind is None:
+        previous = _state["previous_override"]
+        return NotImplemented if previous is None else previous(obj)
+    if kind is False:  # first time this class is seen
+        cls = type(obj)
         if cls.__module__.partition(".")[0] in _TOPS:
             kind = _kind(cls)
         else:
             from multiprocessing import process
 
             kind = _KINDS[cls] = _reduce_process if issubclass(cls, process.BaseProcess) else None
-    if kind is None:  # the common case, kept to one probe and no further call
-        previous = _STATE["previous_override"]
-        return NotImplemented if previous is None else previous(obj)
+        if kind is None:
+            return _chain(obj)
     if kind is _reduce_process:
         return _reduce_process(obj)
     try:
