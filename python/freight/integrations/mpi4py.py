@@ -57,8 +57,9 @@ _MAGIC = b"\x89FRT"  # how every freight payload starts
 # lengths (int64), then the header; the frames follow together as the second message.
 _OOB_MARK = b"\x89FRTOOB"
 _ALIGN = 64  # where each received frame starts in the receive buffer
+_VIEW_FROM = 64 * 1024  # in-band messages from this size are decoded from a bytearray (see loads)
 _BLOCK = 1 << 30
-_RECEIVING = threading.local()  # (communicator, status) of a wrap() receive in progress
+_RECEIVING = threading.local()  # (communicator, status, source, tag) of a wrap() receive in progress
 
 
 class FreightPickle:
@@ -69,6 +70,7 @@ class FreightPickle:
     def __init__(self, codec: freight.Freight, zero_copy: bool = False) -> None:
         self.codec = codec
         self.zero_copy = zero_copy
+        self._decode = codec.loads
 
     def dumps_oob(self, obj: Any) -> tuple[Any, list[Any]]:
         frames = self.codec.dumps_frames(obj)
@@ -81,20 +83,20 @@ class FreightPickle:
         return self.codec.loads_frames([data, *bufs], zero_copy=self.zero_copy)
 
     def dumps(self, obj: Any) -> bytes:
-        out = self.codec.dumps(obj)
-        return out if type(out) is bytes else bytes(out)
+        return self.codec.dumps(obj)  # bytes, which mpi4py requires
 
     def loads(self, data: Any) -> Any:
-        view = memoryview(data)
-        if view[: len(_OOB_MARK)] == _OOB_MARK:
-            return self._receive_frames(view)
         # mpi4py frees the receive buffer of a lowercase call as soon as loads returns, whatever
         # still refers to it, and loads keeps arrays and columns on a writable input: decode from
-        # a copy that lives as long as they do. A bytearray, not bytes: numpy arrays then view it
-        # (one copy, as pickle 5 makes) where from read-only bytes they would be copied again.
-        return self.codec.loads(bytearray(view))
+        # a copy that lives as long as they do. From 64 KiB a bytearray, which numpy arrays then
+        # view (one copy, as pickle 5 makes; from read-only bytes they would be copied again);
+        # below, bytes, which decode faster (a tiny message costs about what pickle's does).
+        copy = bytearray(data) if len(data) >= _VIEW_FROM else bytes(data)
+        if copy.startswith(_OOB_MARK):
+            return self._receive_frames(copy)
+        return self._decode(copy)
 
-    def _receive_frames(self, first: memoryview) -> Any:
+    def _receive_frames(self, first: bytes | bytearray) -> Any:
         """The rest of a value a :func:`wrap` communicator sent out of band: ``first`` (its first
         message) holds the frames' lengths and the header; the frames follow in one message, which
         lands in one buffer, each frame at a 64-byte aligned place (arrays then view it)."""
@@ -104,14 +106,16 @@ class FreightPickle:
                 "this message was sent out of band by a freight.integrations.mpi4py.wrap() communicator "
                 "(its frames follow as a second message): receive it through wrap(comm) too"
             )
-        comm, status = receiving
+        comm, status, source, tag = receiving
+        if status is not None:  # the receive named no source or no tag: the status says which
+            source, tag = status.Get_source(), status.Get_tag()
         lengths, header = _unpack_table(first)
         buf = MPI.buffer.allocate(sum(_aligned(n) for n in lengths) + _ALIGN)
         start = -MPI.Get_address(buf) % _ALIGN
         offsets = list(itertools.accumulate((_aligned(n) for n in lengths[:-1]), initial=start))
         layout = _frames_type(lengths, offsets)
         try:
-            MPI.Comm.Recv(comm, [buf, 1, layout], status.Get_source(), status.Get_tag())
+            MPI.Comm.Recv(comm, [buf, 1, layout], source, tag)
         finally:
             layout.Free()
         view = memoryview(buf)
@@ -143,7 +147,7 @@ def _pack_table(header: memoryview, bufs: list[memoryview]) -> bytes:
     return b"".join((_OOB_MARK, struct.pack(f"<q{len(lengths)}q", len(lengths), *lengths), header))
 
 
-def _unpack_table(first: memoryview) -> tuple[list[int], bytes]:
+def _unpack_table(first: bytes | bytearray) -> tuple[list[int], bytes]:
     at = len(_OOB_MARK)
     try:
         (count,) = struct.unpack_from("<q", first, at)
@@ -152,7 +156,6 @@ def _unpack_table(first: memoryview) -> tuple[list[int], bytes]:
         raise freight.DeserializationError(
             "a wrap() message's frame table is truncated: the sender is not freight's"
         ) from None
-    # the header is copied: mpi4py frees this message's buffer when loads returns
     return lengths, bytes(first[at + 8 + 8 * count :])
 
 
@@ -171,13 +174,19 @@ def _messages(obj: Any) -> tuple[bytes | memoryview, list[memoryview]]:
 
 
 def _send(comm: Any, send: Any, obj: Any, dest: int, tag: int) -> list[Any]:
-    """Sends ``obj`` with ``send(comm, message, dest, tag)``: one message, or two back to back
-    (under mpi4py's send lock, so that another thread's messages to the same rank and tag do not
-    come between them). Returns what must stay alive until the sends complete."""
+    """Sends ``obj`` with ``send(comm, message, dest, tag)``: one message, or two back to back.
+    Returns what must stay alive until the sends complete."""
     first, bufs = _messages(obj)
     if not bufs:
         send(comm, [first, MPI.BYTE], dest, tag)
         return [first]
+    _send_frames(comm, send, first, bufs, dest, tag)
+    return [first, *bufs]
+
+
+def _send_frames(comm: Any, send: Any, first: Any, bufs: list[memoryview], dest: int, tag: int) -> None:
+    """The frame table, then the frames in one message (under mpi4py's send lock, so that another
+    thread's messages to the same rank and tag do not come between them)."""
     layout = _frames_type([len(b) for b in bufs], [MPI.Get_address(b) for b in bufs])
     try:
         with MPI._comm_lock(comm, "send"):
@@ -185,7 +194,6 @@ def _send(comm: Any, send: Any, obj: Any, dest: int, tag: int) -> list[Any]:
             send(comm, [MPI.BOTTOM, 1, layout], dest, tag)  # the frames where they are: no copy
     finally:
         layout.Free()  # MPI keeps it for the sends already started
-    return [first, *bufs]
 
 
 def _isend(comm: Any, isend: Any, obj: Any, dest: int, tag: int) -> Any:
@@ -198,12 +206,12 @@ def _isend(comm: Any, isend: Any, obj: Any, dest: int, tag: int) -> Any:
 
 def _recv(comm: Any, buf: Any, source: int, tag: int, status: Any) -> Any:
     """mpi4py's own receive (one message, decoded by :meth:`FreightPickle.loads`), which goes on
-    to receive the frames when the message says they follow (under mpi4py's receive lock, so that
-    another thread does not take them)."""
-    status = MPI.Status() if status is None else status
-    # not mpi4py's "recv" lock: its own receive takes that one when MPI has no Mprobe
-    with MPI._comm_lock(comm, "freight recv"):
-        _RECEIVING.context = (comm, status)
+    to receive the frames when the message says they follow (under a receive lock of the
+    communicator, so that another thread does not take them)."""
+    if status is None and (source == MPI.ANY_SOURCE or tag == MPI.ANY_TAG):
+        status = MPI.Status()
+    with comm._freight_recv_lock:
+        _RECEIVING.context = (comm, status, source, tag)
         try:
             return MPI.Comm.recv(comm, buf, source, tag, status)
         finally:
@@ -214,8 +222,18 @@ class _Comm(_pkl5.Comm):
     """:func:`wrap`'s communicator: pkl5's, with point-to-point methods that send small values in
     one message (pkl5 always sends at least two: lengths, then data). Collectives are pkl5's."""
 
+    def __init__(self, comm: Any = None) -> None:
+        super().__init__()
+        # looked up once (mpi4py's table costs a global lock per lookup); not mpi4py's own "recv"
+        # lock, which its receive takes itself when MPI has no Mprobe
+        self._freight_recv_lock = MPI._comm_lock(self, "freight recv")
+
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
-        _send(self, MPI.Comm.Send, obj, dest, tag)
+        first, bufs = _messages(obj)
+        if bufs:
+            _send_frames(self, MPI.Comm.Send, first, bufs, dest, tag)
+        else:
+            MPI.Comm.Send(self, [first, MPI.BYTE], dest, tag)
 
     def bsend(self, obj: Any, dest: int, tag: int = 0) -> None:
         _send(self, MPI.Comm.Bsend, obj, dest, tag)
@@ -276,7 +294,7 @@ def install(*, zero_copy: bool = False, **options: Any) -> None:
     codec = freight.Freight(**options) if options else _api._DEFAULT
     oob = FreightPickle(codec, zero_copy=zero_copy)
     with _LOCK:
-        MPI.pickle.__init__(oob.dumps, oob.loads)
+        MPI.pickle.__init__(codec.dumps, oob.loads)  # the codec's own dumps: no Python frame
         if _STATE["pkl5"] is None:
             _STATE["pkl5"] = _pkl5.pickle
         _pkl5.pickle = oob  # looked up by name on every pkl5 call
