@@ -152,6 +152,17 @@ def test_ls_long_marks_a_file_that_is_not_a_payload(file_url):
     assert "(not a freight payload)" in table(proc.stdout)["junk"]
 
 
+def test_ls_long_lists_an_empty_object_as_not_a_payload(url):
+    """Before, one empty object stopped ``ls -l`` with "info failed: Requested range was
+    invalid; check that the folder exists and is writable" (exit 1, nothing listed)."""
+    store = fill(url)
+    store.put_bytes("empty", b"")
+    proc = freight_cli("ls", "-l", url)
+    assert proc.returncode == 0 and proc.stderr == ""
+    rows = table(proc.stdout)
+    assert "(not a freight payload)" in rows["empty"] and set(rows) == set(store.list())
+
+
 # --------------------------------------------------------------------------------------------
 # cat
 # --------------------------------------------------------------------------------------------
@@ -219,6 +230,24 @@ def test_rm_removes_keys_and_says_which(url):
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout == "removed a b#c%d\nremoved plain\n"
     assert store.list() == ["run-3/_t.<locals>.s_0", "run-3/ratio", "signed"]
+
+
+def test_rm_refuses_a_side_object_of_a_value_that_is_there(file_url, tmp_path):
+    """Before, ``freight rm URL KEY.freight-side/...`` removed it and the value no longer loaded."""
+    import pandas as pd
+
+    store = fs.open(file_url)
+    store.register_persistent(freight.storage.persistent.PandasParquet())
+    store.save("frame", pd.DataFrame({"a": [1, 2]}))
+    store.save("other", 1)
+    side = [o.key for o in store.list_objects("frame.", side_objects=True)]
+    proc = freight_cli("rm", file_url, side[0], "other")
+    assert proc.returncode == 1 and proc.stdout == "removed other\n"
+    assert 'reaches the side objects of the value "frame"' in proc.stderr
+    proc = freight_cli("rm", file_url, "--prefix", "frame.")
+    assert proc.returncode == 1 and "delete the value itself" in proc.stderr
+    assert [o.key for o in store.list_objects("frame.", side_objects=True)] == side
+    assert store.load("frame")["a"].tolist() == [1, 2]
 
 
 def test_rm_prefix(url):

@@ -17,8 +17,6 @@ from collections import Counter
 import dask.array as da
 import numpy as np
 import pytest
-from ffcases import WF, Point, calls, point_serializer, s3_options, side_keys
-from ffworkflow import DaskArraySerializer, LocalWorkflow, workflow
 
 import freight
 from freight.exceptions import (
@@ -36,6 +34,8 @@ from freight.storage.functionfuse import (
     storage_factory,
 )
 from freight.storage.side import SIDE
+from support.functionfuse_cases import WF, Point, calls, point_serializer, s3_options, side_keys
+from support.functionfuse_workflow import DaskArraySerializer, LocalWorkflow, workflow
 
 try:
     import s3fs  # noqa: F401
@@ -383,7 +383,7 @@ def test_s3_protocol_shape(s3_server, monkeypatch):
     # The side area beside the task's value, named as object_store names it (percent-encoded).
     (folder,) = folders
     assert re.fullmatch(
-        rf"{s3_server.bucket}/ff/shape/{WF}/_test_storage\.%3Clocals%3E\.sum_0000\.freight-side/[0-9a-f]{{16}}/Recorder-0",
+        rf"{s3_server.bucket}/ff/shape/{WF}/_test_storage\.%3Clocals%3E\.sum_0000\.freight-side/[0-9a-f]{{24}}/Recorder-0",
         folder,
     ), folder
     assert len(made) == 1 and made[0].kwargs == opts["options"]["s3fs"]

@@ -282,6 +282,18 @@ def test_info_of_a_missing_key(store):
         store.info("missing")
 
 
+def test_info_of_an_object_that_is_not_a_payload(store):
+    """An empty object was a StorageError on every backend ("Requested range was invalid; check
+    that the folder exists and is writable"): now what a payload that is not one gives."""
+    store.put_bytes("empty", b"")
+    store.put_bytes("junk", b"not a payload")
+    for key in ("empty", "junk"):
+        with pytest.raises(freight.DeserializationError, match="not a freight payload"):
+            store.info(key)
+        with pytest.raises(freight.DeserializationError, match="not a freight payload"):
+            store.load(key)
+
+
 # -- the store itself -----------------------------------------------------------------------------
 
 

@@ -37,7 +37,7 @@ import freight
 import freight.storage
 from freight.cli.common import CliError, fmt_bytes, quote, read_key
 from freight.cli.describe import format_inspect, not_a_payload
-from freight.exceptions import DeserializationError, FreightError, KeyNotFoundError
+from freight.exceptions import DeserializationError, FreightError, KeyNotFoundError, StorageError
 from freight.storage import Store
 from freight.storage.copy import copy_items, plan_copy
 from freight.storage.side import SIDE, is_side_key, side_owner
@@ -212,7 +212,7 @@ def _cmd_rm(args: argparse.Namespace) -> int:
         side = [] if is_side_key(key) else store.list_objects(key + SIDE, side_objects=True)
         try:
             store.delete(key)  # and its side objects
-        except KeyNotFoundError as exc:
+        except StorageError as exc:  # not there, or a side object of a value that needs it
             print(f"freight rm: {exc}", file=sys.stderr)
             status = 1
             continue

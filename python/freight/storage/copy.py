@@ -101,8 +101,7 @@ def _copy_one(src: Store, dst: Store, item: CopyItem, if_absent: bool, bar: Prog
     if not is_side_key(item.key):
         keep = {side_save_id(key) for key, _ in item.side}
         stale = {side_save_id(o.key) for o in dst.list_objects(item.key + SIDE, side_objects=True)} - keep
-        for save_id in sorted(stale):
-            dst.delete_prefix(f"{item.key}{SIDE}{save_id}/")
+        dst._drop_saves([f"{item.key}{SIDE}{save_id}/" for save_id in sorted(stale)], errors=[])
     return "copied", nbytes
 
 

@@ -33,6 +33,8 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from freight import _api
@@ -65,7 +67,44 @@ class Transfer:
 
 
 def new_save_id() -> str:
-    return os.urandom(8).hex()
+    """A save id that sorts after those of earlier saves: the clock's nanoseconds (16 hex digits)
+    then 4 random bytes. A save removes only the side objects of older saves (``stale_saves``):
+    a newer save of the same key still writing its side objects is left alone."""
+    return f"{time.time_ns():016x}{os.urandom(4).hex()}"
+
+
+def _save_order(save_id: str) -> tuple[bool, str]:
+    # Save ids written before they were ordered (16 random hex digits) count as older.
+    return (len(save_id) == 24, save_id)
+
+
+# One lock per (store URL, key) saved or deleted right now, shared by every Store of the process:
+# two saves of one key must not interleave (one would remove the side objects the other's
+# envelope refers to). Entries live while someone holds or waits for them.
+_KEY_LOCKS: dict[tuple[str, str], list[Any]] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
+
+
+class key_lock:  # noqa: N801 - used as a function: ``with key_lock(url, key):``
+    """Holds the lock of ``key`` in the store at ``url`` (re-entrant: a serializer may save or
+    delete the same key on its own thread). A class, not contextlib's: ``import freight.storage``
+    imports nothing beyond its own modules."""
+
+    def __init__(self, url: str, key: str):
+        self._name = (url, key)
+
+    def __enter__(self) -> None:
+        with _KEY_LOCKS_GUARD:
+            self._entry = _KEY_LOCKS.setdefault(self._name, [threading.RLock(), 0])
+            self._entry[1] += 1
+        self._entry[0].acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._entry[0].release()
+        with _KEY_LOCKS_GUARD:
+            self._entry[1] -= 1
+            if self._entry[1] == 0:
+                del _KEY_LOCKS[self._name]
 
 
 def ref_key(area: SideArea) -> str:
@@ -82,7 +121,13 @@ class Adapter:
         self.store = store
         self.name = str(serializer.name)
         self.tag = getattr(serializer, "tag", None) or f"freight.persistent.{self.name}"
-        self.types = tuple(serializer.types)
+        self.types = _types_of(serializer, self.name)
+        missing = [method for method in ("save", "load") if not callable(getattr(serializer, method, None))]
+        if missing:
+            raise StorageError(
+                f"persistent serializer {self.name!r} has no {' or '.join(missing)} method: it needs "
+                "save(obj, side) -> ref and load(ref, side) -> obj (see freight.storage.persistent)"
+            )
         self.safe = bool(getattr(serializer, "safe", True))
         self.subclasses = bool(getattr(serializer, "subclasses", True))
         self._remove = getattr(serializer, "remove", None)
@@ -118,8 +163,9 @@ class Adapter:
             )
         if not isinstance(meta, dict) or not isinstance(meta.get("side"), str):
             raise DeserializationError(f"corrupt persistent reference {meta!r}")
-        side = meta["side"]
-        if not side.startswith(f"{transfer.key}{SIDE}") or ".." in side.split("/"):
+        side, own = meta["side"], f"{transfer.key}{SIDE}"
+        # ".." is checked after the value's own key, which may hold one ("x/../y" is a valid key).
+        if not side.startswith(own) or ".." in side[len(own) :].split("/"):
             raise DeserializationError(f"a persistent reference points outside its value's side area: {side!r}")
         native = self.store._native
         area = SideArea(native, side)
@@ -141,6 +187,23 @@ class Adapter:
             self._remove(ref, area)
         except (FileNotFoundError, KeyNotFoundError):
             pass  # already gone
+
+
+def _types_of(serializer: Any, name: str) -> tuple[type, ...]:
+    """The classes ``serializer`` keeps, checked: a StorageError says what is wrong (its library
+    missing included: the built-in serializers name their library's classes on demand)."""
+    try:
+        types = tuple(serializer.types)
+    except ImportError as exc:
+        raise StorageError(f"persistent serializer {name!r} needs a library that is not installed ({exc})") from exc
+    except (AttributeError, TypeError):
+        types = ()
+    if not types or not all(isinstance(t, type) for t in types):
+        raise StorageError(
+            f"persistent serializer {name!r} needs types: a non-empty tuple of the classes it keeps "
+            f"(got {getattr(serializer, 'types', None)!r})"
+        )
+    return types
 
 
 def remove_refs(store: Store, prefixes: list[str], errors: list[BaseException] | None = None) -> None:
@@ -167,10 +230,13 @@ def remove_refs(store: Store, prefixes: list[str], errors: list[BaseException] |
 
 
 def stale_saves(store: Store, key: str, keep: str | None = None) -> list[str]:
-    """The prefixes of the side objects of the saves of ``key`` other than ``keep``."""
+    """The prefixes of the side objects of every save of ``key``, or with ``keep``, of the saves
+    older than ``keep`` (a newer one may be in progress in another process)."""
     side = f"{key}{SIDE}"
     saves = {name[len(side) :].split("/", 1)[0] for name, *_ in store._native.list(side)}
-    return [f"{side}{save_id}/" for save_id in sorted(saves - {keep})]
+    if keep is not None:
+        saves = {save_id for save_id in saves if _save_order(save_id) < _save_order(keep)}
+    return [f"{side}{save_id}/" for save_id in sorted(saves)]
 
 
 def side_error(errors: list[BaseException], what: str) -> StorageError:

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from freight.exceptions import KeyNotFoundError, StorageError
 
-__all__ = ["SIDE", "SideArea", "is_side_key", "side_owner", "side_save_id"]
+__all__ = ["SIDE", "SideArea", "is_side_key", "owners_reached", "side_owner", "side_save_id"]
 
 SIDE = ".freight-side/"
 
@@ -31,6 +31,18 @@ def is_side_key(key: str) -> bool:
 def side_owner(key: str) -> str:
     """The key of the value a side object belongs to."""
     return key[: key.index(SIDE)]
+
+
+def owners_reached(prefix: str) -> list[str]:
+    """The keys of the values whose side objects start with ``prefix`` while the values' own
+    keys do not (``"v."``, ``"v.freight-side/"`` and ``"v.freight-side/<id>/x.ref"`` reach the
+    side objects of ``"v"``, not ``"v"`` itself)."""
+    owners = []
+    for i in range(1, len(prefix)):
+        rest = prefix[i:]
+        if SIDE.startswith(rest) or rest.startswith(SIDE):
+            owners.append(prefix[:i])
+    return owners
 
 
 def side_save_id(key: str) -> str:

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from freight import _api, _files
-from freight.exceptions import StorageError, checks_options
+from freight.exceptions import DeserializationError, StorageError, checks_options
 from freight.registry import Registry
 from freight.storage import persistent
 from freight.storage.persistent import Adapter, Transfer, new_save_id
 from freight.storage.progress import THRESHOLD, progress
-from freight.storage.side import SIDE, is_side_key, side_owner, side_save_id
+from freight.storage.side import SIDE, is_side_key, owners_reached, side_owner, side_save_id
 
 if TYPE_CHECKING:
     from freight._api import Freight
@@ -92,10 +92,10 @@ class Store(MutableMapping[str, Any]):
         name = getattr(serializer, "name", None)
         if not isinstance(name, str) or not name or "/" in name:
             raise StorageError(f"persistent serializer {serializer!r} needs a name: a non-empty str without '/'")
+        adapter = Adapter(serializer, self)  # checks the serializer first: a StorageError changes nothing
         if not self._adapters:
             # This store's own registry layer over its Freight's, with the same options.
             self.freight = self.freight.replace(registry=Registry(parent=self.freight.registry))
-        adapter = Adapter(serializer, self)
         self.freight.register(adapter, tag=adapter.tag, types=adapter.types, safe=adapter.safe, replace=True)
         self._adapters[name] = adapter
 
@@ -159,16 +159,25 @@ class Store(MutableMapping[str, Any]):
         if is_side_key(key):
             raise StorageError(f"invalid key {key!r}: names holding {SIDE!r} are reserved for side objects")
         signing = self._sign_key(sign_key)
-        transfer = Transfer(key, new_save_id()) if self._adapters else None
+        compression = self.compression if compression is None else compression
+        if not self._adapters:
+            self._save(key, obj, None, if_absent, compression, signing)
+            return
+        self._native.object_path(key)  # an invalid key is refused before any side object is written
+        # One save or delete of this key at a time in this process: each removes the side
+        # objects of the other saves, which must not be the ones another's envelope refers to.
+        with persistent.key_lock(self.url, key):
+            transfer = Transfer(key, new_save_id())
+            self._save(key, obj, transfer, if_absent, compression, signing)
+            self._drop_stale(key, keep=transfer.save_id)
+
+    def _save(
+        self, key: str, obj: Any, transfer: Transfer | None, if_absent: bool, compression: Any, signing: bytes | None
+    ) -> None:
         try:
             # Encoded, compressed, checksummed and signed once; streamed from the objects' memory.
             payload = self._run(
-                transfer,
-                self.freight._dumps_parts,
-                obj,
-                checksum=True,
-                compression=self.compression if compression is None else compression,
-                key=signing,
+                transfer, self.freight._dumps_parts, obj, checksum=True, compression=compression, key=signing
             )
             with _Bar(f"save {key}") as bar:
                 self._native.put_parts(
@@ -176,13 +185,25 @@ class Store(MutableMapping[str, Any]):
                 )
         except BaseException:
             if transfer is not None and transfer.areas:  # side objects of no value: removed
-                self._drop_saves([f"{key}{SIDE}{transfer.save_id}/"], errors=[])
+                self._drop_failed_save(key, transfer.save_id)
             raise
         existing = getattr(self._native, "existing", None)
         if existing is not None:  # a new folder exists now: use the native store itself
             self._native = existing() or self._native
-        if transfer is not None:
-            self._drop_stale(key, keep=transfer.save_id)
+
+    def _drop_failed_save(self, key: str, save_id: str) -> None:
+        """Removes the side objects a failed save wrote; if that fails too, a warning says so and
+        the save's own error is the one raised (it says what went wrong)."""
+        prefix = f"{key}{SIDE}{save_id}/"
+        try:
+            self._drop_saves([prefix], errors=[])
+        except Exception as exc:
+            warnings.warn(
+                f"{self.url}: the side objects of a failed save stay under {_q(prefix)} "
+                f"({type(exc).__name__}: {exc}); Store.delete_prefix({prefix!r}) removes them",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def load(self, key: str, /, *, mmap: bool = False, **options: Any) -> Any:
         """The value stored under ``key``.
@@ -227,16 +248,18 @@ class Store(MutableMapping[str, Any]):
         """Removes the value under ``key`` and its side objects (``KeyNotFoundError`` if there is
         no value). The persistent serializers' ``remove`` runs first: if one fails, its error is
         raised and nothing is deleted."""
-        saves = self._saves(key)
-        if saves:
-            self._native.head(key)  # KeyNotFoundError before anything is removed
-            try:
-                persistent.remove_refs(self, saves)
-            except Exception as exc:
-                raise persistent.side_error([exc], f"{self.url}: {_q(key)}") from exc
-        self._native.delete(key)
-        for prefix in saves:
-            self._native.delete_prefix(prefix)
+        self._refuse_cutting_into_values(key)
+        with persistent.key_lock(self.url, key):  # not while a save of the key is running here
+            saves = self._saves(key)
+            if saves:
+                self._native.head(key)  # KeyNotFoundError before anything is removed
+                try:
+                    persistent.remove_refs(self, saves)
+                except Exception as exc:
+                    raise persistent.side_error([exc], f"{self.url}: {_q(key)}") from exc
+            self._native.delete(key)
+            for prefix in saves:
+                self._native.delete_prefix(prefix)
 
     def list(self, prefix: str = "") -> list[str]:
         """The keys of the values that start with ``prefix`` (a plain string prefix), sorted."""
@@ -248,6 +271,7 @@ class Store(MutableMapping[str, Any]):
         ``remove`` fails; then a StorageError says so (its cause is the serializer's error)."""
         if not prefix:
             raise StorageError("delete_prefix needs a non-empty prefix; to empty a store, pass each top-level name")
+        self._refuse_cutting_into_values(prefix)
         errors: list[BaseException] = []
         if self._adapters:
             side = {f"{side_owner(k)}{SIDE}{side_save_id(k)}/" for k, *_ in self._native.list(prefix) if is_side_key(k)}
@@ -257,14 +281,39 @@ class Store(MutableMapping[str, Any]):
             raise persistent.side_error(errors, f"{self.url}: {_q(prefix)}") from errors[0]
         return n
 
+    def _refuse_cutting_into_values(self, prefix: str) -> None:
+        """A StorageError if deleting ``prefix`` would remove side objects of a value that it
+        does not remove (the value would no longer load); those of a value that is gone (a
+        save that crashed) may go."""
+        for owner in owners_reached(prefix):
+            if self._native.exists(owner):
+                raise StorageError(
+                    f"{self.url}: {_q(prefix)} reaches the side objects of the value {_q(owner)}, which "
+                    f"would no longer load without them: delete the value itself ({_q(owner)}), which "
+                    "removes them with it, or name the values to delete"
+                )
+
     def info(self, key: str, /) -> dict[str, Any]:
         """What is stored under ``key``, from its header only (a ranged read): the description
         :func:`freight.inspect` gives of a payload (``format_version``, ``flags``, ``tags``,
         ``needs_pickle``, ``signed``, ``producer``, ``header_length``, ``total_length``,
         ``frames``, ``tree``; each frame's ``offset`` and ``checksum_ok`` are None: the frames
         are not read), with ``key``, ``size``, ``modified`` (seconds since the epoch) and
-        ``etag``."""
-        return self._native.info(key)
+        ``etag``.
+
+        Raises:
+            KeyNotFoundError: nothing is stored under ``key``.
+            DeserializationError: the object is not a freight payload (an empty one included).
+        """
+        try:
+            return self._native.info(key)
+        except StorageError:
+            # The backends refuse the ranged read of an empty object: that is no backend fault.
+            if self._native.head(key)[0] == 0:
+                raise DeserializationError(
+                    f"{self.url}: {_q(key)} is not a freight payload: it is empty (0 bytes)"
+                ) from None
+            raise
 
     # -- side objects of earlier saves ------------------------------------------------------
 
@@ -278,7 +327,7 @@ class Store(MutableMapping[str, Any]):
             self._native.delete_prefix(prefix)
 
     def _drop_stale(self, key: str, keep: str) -> None:
-        """Removes the side objects of earlier saves of ``key``; a serializer's ``remove`` that
+        """Removes the side objects of the saves of ``key`` older than ``keep``; a serializer's ``remove`` that
         fails is a warning (the new value is saved)."""
         errors: list[BaseException] = []
         self._drop_saves(persistent.stale_saves(self, key, keep), errors)
