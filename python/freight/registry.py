@@ -68,14 +68,19 @@ _NATIVE_TYPES: frozenset[type] = frozenset(
 
 
 def _load_library(top: str) -> bool:
-    """Registers freight's serializers for library ``top`` (once). False if nothing was loaded."""
-    module = _PENDING.pop(top, None)
+    """Registers freight's serializers for library ``top``: True once they are registered, False
+    if nothing is left to load. ``top`` leaves _PENDING only after its serializers are in: a
+    thread meeting the library while another thread registers it waits for that registration
+    (in _register_module) instead of finding nothing pending and pickling the object."""
+    module = _PENDING.get(top)
     if module is None:
         return False
     try:
         _register_module(module)
     except ImportError:
         return False  # the library itself is missing: nothing of it can be serialized anyway
+    finally:
+        _PENDING.pop(top, None)  # by every caller: the next lookup settles the type
     return True
 
 

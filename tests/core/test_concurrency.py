@@ -93,3 +93,42 @@ def test_eight_threads_of_mixed_payloads_with_registrations_changing():
         churner.join()
     assert done == [12] * 8
     assert not errors, errors
+
+
+def test_a_thread_meeting_a_library_while_another_registers_it_waits_for_its_serializers():
+    """Thread A starts registering pandas' serializers (held midway here); the main thread dumps
+    a DataFrame meanwhile. Before, A had already taken pandas off the pending list, so the main
+    thread found nothing pending and pickled the frame (4 threads dumping a first DataFrame at
+    once: 3 pickled). Now it waits for A's registration and uses freight's serializer."""
+    from support.forging import run_isolated
+
+    run_isolated(
+        """
+        import itertools, threading
+        import pandas as pd
+        from freight import registry
+
+        register, calls = registry._register_module, itertools.count()
+        inside, go = threading.Event(), threading.Event()
+
+        def held(name):
+            if name == "freight.serializers.pandas":
+                if next(calls) == 0:
+                    inside.set()
+                    go.wait()
+                else:
+                    go.set()  # a second thread asks: let the first one on
+            return register(name)
+
+        registry._register_module = held
+        frame = pd.DataFrame({"a": [1, 2, 3]})
+        first = threading.Thread(target=freight.dumps, args=(frame,))
+        first.start()
+        inside.wait()
+        payload = freight.dumps(frame)
+        go.set()
+        first.join()
+        print("PICKLED" if freight.inspect(payload)["needs_pickle"] else "NATIVE")
+        """,
+        expect="NATIVE",
+    )
