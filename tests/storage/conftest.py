@@ -19,13 +19,14 @@ import http.client
 import itertools
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 S3S_FS = REPO_ROOT / ".tools" / "bin" / "s3s-fs"
@@ -38,12 +39,6 @@ DEFAULT_BUCKET = "freight-test"
 START_TIMEOUT_S = 10.0
 
 _bucket_names = itertools.count()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def _answers_s3(port: int) -> bool:
@@ -177,7 +172,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
     root = tmp_path_factory.mktemp("s3")
     data_dir = root / "data"
     data_dir.mkdir()
-    server = S3Server(data_dir, root / "s3s-fs.log", _free_port())
+    server = S3Server(data_dir, root / "s3s-fs.log", free_port(HOST))
     server.start()
     try:
         yield server
@@ -288,9 +283,8 @@ _ff_prefixes = itertools.count()
 @pytest.fixture(params=["file", "memory", "s3"])
 def storage(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A FunctionFuse storage of each kind (freight.storage.functionfuse.storage_factory)."""
-    from ffcases import s3_options
-
     from freight.storage.functionfuse import storage_factory
+    from support.functionfuse_cases import s3_options
 
     if request.param == "file":
         return storage_factory({"kind": "file", "options": {"path": str(tmp_path / "storage")}})

@@ -1,7 +1,7 @@
 """freight.storage.functionfuse: FunctionFuse's storage interface (storage_factory, new_workflow,
 save, read_task, file_exists, list_tasks, remove_task, remove_workflow, always_read) on file,
 memory and S3 (the s3s-fs test server) storages, and a FunctionFuse-style LocalWorkflow
-(ffworkflow.py) reading results back instead of recomputing them. Persistent serializers:
+(support/functionfuse_workflow.py) reading results back instead of recomputing them. Persistent serializers:
 test_functionfuse_serializers.py."""
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from ffcases import WF, s3_options
-from ffworkflow import LocalWorkflow, workflow
 
 import freight
 from freight.exceptions import StorageError
@@ -25,6 +23,8 @@ from freight.storage.functionfuse import (
     storage_factory,
 )
 from freight.storage.side import SIDE
+from support.functionfuse_cases import WF, s3_options
+from support.functionfuse_workflow import LocalWorkflow, workflow
 
 # -- the factory ------------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
-"""What the FunctionFuse storage tests share (test_functionfuse.py, test_functionfuse_serializers.py;
-the storages themselves are fixtures in conftest.py): the workflow's name, the S3 options of a
-storage on the test server, the side files of a workflow, and a FunctionFuse-shaped persistent
-serializer that writes each Point as a text file through FILE_PROTOCOL."""
+"""What the FunctionFuse storage tests share (storage/test_functionfuse.py and
+storage/test_functionfuse_serializers.py; the storages themselves are fixtures in
+storage/conftest.py): the workflow's name, the S3 options of a storage on the test server, the
+side files of a workflow, and a FunctionFuse-shaped persistent serializer that writes each Point
+as a text file through FILE_PROTOCOL."""
 
 from __future__ import annotations
 
