@@ -46,7 +46,7 @@ if mode == "wrap":
     # ssend and sendrecv; a value of several large frames; mprobe refused
     fm.install()
     w = fm.wrap(comm)
-    big = np.arange(1 << 19, dtype=np.float64)  # 4 MiB: above INLINE_LIMIT
+    big = np.arange(fm.INLINE_LIMIT // 8 + 1, dtype=np.float64)  # just above INLINE_LIMIT: out of band
     small = {"n": 3, "a": np.arange(10)}
     if rank == 1:
         w.send(small, dest=0, tag=1)

@@ -47,8 +47,10 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 __all__ = ["install", "uninstall", "installed", "wrap", "FreightPickle", "INLINE_LIMIT"]
 
 #: :func:`wrap`'s communicators send a value whose frames hold fewer bytes than this in one message
-#: (one freight payload, copied once like pickle's); larger frames go as messages of their own.
-INLINE_LIMIT = 256 * 1024
+#: (one freight payload, copied once on each side like pickle's), larger ones out of band. Measured
+#: on a 100k-row DataFrame (4.2 MB in 6 frames): sending its frames as one message of an MPI
+#: derived datatype took 2.9x as long as one contiguous message in band, which MPI moves faster.
+INLINE_LIMIT = 8 * 1024 * 1024
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {"codec": None, "pkl5": None}
