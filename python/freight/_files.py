@@ -31,9 +31,11 @@ def write_payload(data: Any, file: str | os.PathLike[str] | IO[bytes]) -> None:
     same folder, then a rename), or to a binary file object."""
     if isinstance(file, (str, os.PathLike)):
         path = os.fspath(file)
-        tmp = f"{path}.{os.getpid()}.tmp"
+        # A name of this write alone: two threads (or processes) writing one path at once each
+        # rename their own complete file; the last rename wins.
+        tmp = f"{path}.{os.getpid()}-{os.urandom(6).hex()}.tmp"
         try:
-            with open(tmp, "wb") as fh:
+            with open(tmp, "xb") as fh:
                 fh.write(data)
             os.replace(tmp, path)
         except OSError as exc:

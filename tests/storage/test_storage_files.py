@@ -72,3 +72,45 @@ def test_instance_dump_and_load_keep_their_options(tmp_path):
     with pytest.raises(freight.UnsafePayloadError):
         f.load(path)
     assert f.load(path, allow_pickle=True)() == 1
+
+
+def test_a_dump_never_writes_over_another_dumps_temporary_file(tmp_path):
+    """Every write of a path used the temporary name ``<path>.<pid>.tmp``: two threads dumping to
+    one path opened the same temporary file (truncating each other's bytes), and the second
+    rename found it gone: a PathNotFoundError saying the folder does not exist (10 rounds of 4
+    threads: 24 such errors)."""
+    import os
+
+    path = tmp_path / "v.frt"
+    in_progress = tmp_path / f"v.frt.{os.getpid()}.tmp"  # a dump of this process, still writing
+    in_progress.write_bytes(b"half a payload")
+    freight.dump([1, 2], path)
+    assert freight.load(path) == [1, 2]
+    assert in_progress.read_bytes() == b"half a payload"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.frt", in_progress.name]
+
+
+def test_threads_dumping_to_one_path_each_succeed_and_one_value_stays(tmp_path):
+    import threading
+
+    path = tmp_path / "v.frt"
+    values = [np.full(500_000, i, dtype=np.int64) for i in range(4)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(values))
+
+    def dump(value):
+        start.wait()
+        try:
+            freight.dump(value, path, compression="none")
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=dump, args=(v,)) for v in values]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    loaded = freight.load(path)
+    assert any(np.array_equal(loaded, v) for v in values)
+    assert [p.name for p in tmp_path.iterdir()] == ["v.frt"]
