@@ -49,6 +49,8 @@ def test_a_side_object_of_a_value_that_is_there_is_not_deleted_alone(store):
         store.delete(side[0])
     assert _side(store, "v") == side and store.list() == ["v", "v.1"]
     np.testing.assert_array_equal(store.load("v"), np.arange(3))
+    store.save("v.f", 1)
+    store.delete("v.f")  # a value of its own, whose key starts as v's side objects do
     assert store.delete_prefix("v") == 1 + len(side) + 1  # the value, its side objects, v.1
     assert store.list_objects("", side_objects=True) == []
 

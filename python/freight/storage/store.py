@@ -248,7 +248,8 @@ class Store(MutableMapping[str, Any]):
         """Removes the value under ``key`` and its side objects (``KeyNotFoundError`` if there is
         no value). The persistent serializers' ``remove`` runs first: if one fails, its error is
         raised and nothing is deleted."""
-        self._refuse_cutting_into_values(key)
+        if is_side_key(key):
+            self._refuse_cutting_into_values([side_owner(key)], key)
         with persistent.key_lock(self.url, key):  # not while a save of the key is running here
             saves = self._saves(key)
             if saves:
@@ -271,7 +272,7 @@ class Store(MutableMapping[str, Any]):
         ``remove`` fails; then a StorageError says so (its cause is the serializer's error)."""
         if not prefix:
             raise StorageError("delete_prefix needs a non-empty prefix; to empty a store, pass each top-level name")
-        self._refuse_cutting_into_values(prefix)
+        self._refuse_cutting_into_values(owners_reached(prefix), prefix)
         errors: list[BaseException] = []
         if self._adapters:
             side = {f"{side_owner(k)}{SIDE}{side_save_id(k)}/" for k, *_ in self._native.list(prefix) if is_side_key(k)}
@@ -281,11 +282,11 @@ class Store(MutableMapping[str, Any]):
             raise persistent.side_error(errors, f"{self.url}: {_q(prefix)}") from errors[0]
         return n
 
-    def _refuse_cutting_into_values(self, prefix: str) -> None:
-        """A StorageError if deleting ``prefix`` would remove side objects of a value that it
-        does not remove (the value would no longer load); those of a value that is gone (a
-        save that crashed) may go."""
-        for owner in owners_reached(prefix):
+    def _refuse_cutting_into_values(self, owners: list[str], prefix: str) -> None:
+        """A StorageError if one of ``owners`` is a value: deleting ``prefix`` would remove side
+        objects of it without it, and it would no longer load (the side objects of a value that
+        is gone, a save that crashed, may go)."""
+        for owner in owners:
             if self._native.exists(owner):
                 raise StorageError(
                     f"{self.url}: {_q(prefix)} reaches the side objects of the value {_q(owner)}, which "
