@@ -55,6 +55,12 @@ def test_a_side_object_of_a_value_that_is_there_is_not_deleted_alone(store):
     assert store.list_objects("", side_objects=True) == []
 
 
+def test_a_prefix_reaching_no_side_object_of_a_value_deletes_what_it_reaches(store):
+    store.save("v", 1)  # no side objects
+    store.save("v.1", 2)
+    assert store.delete_prefix("v.") == 1 and store.list() == ["v"]
+
+
 def test_the_side_objects_of_a_value_that_is_gone_can_be_deleted(store):
     store.put_bytes(f"gone{SIDE}0a/kept-0/a.bin", b"x")  # a save that crashed before its envelope
     store.put_bytes(f"gone{SIDE}0a/kept-0.ref", b"y")

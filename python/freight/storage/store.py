@@ -287,7 +287,9 @@ class Store(MutableMapping[str, Any]):
         objects of it without it, and it would no longer load (the side objects of a value that
         is gone, a save that crashed, may go)."""
         for owner in owners:
-            if self._native.exists(owner):
+            side = f"{owner}{SIDE}"
+            within = prefix if prefix.startswith(side) else side  # the longer of the two
+            if self._native.exists(owner) and any(k.startswith(prefix) for k, *_ in self._native.list(within)):
                 raise StorageError(
                     f"{self.url}: {_q(prefix)} reaches the side objects of the value {_q(owner)}, which "
                     f"would no longer load without them: delete the value itself ({_q(owner)}), which "
