@@ -355,14 +355,16 @@ def arrow_dumps(obj: Any) -> tuple[tuple[bytes, list[Any]], list[FrameBuffer]]:
     """``(meta, frames)`` of an object exporting ``__arrow_c_stream__`` or ``__arrow_c_array__``
     (pyarrow, polars, ...): ``meta`` is ``(schema, batches)``, the Arrow IPC bytes of a schema of
     the stream's one field and a node ``(length, offset, validity, buffers, children)`` per array,
-    with frame indices; ``frames`` view the arrays' buffers (no copy). Raises ValueError for data
-    arrow-rs cannot read."""
+    with frame indices; ``frames`` view the arrays' buffers (no copy). The walker writes the same
+    metadata itself for serializers with ``arrow_node``; this is what their ``serialize`` returns.
+    Raises SerializationError for data arrow-rs cannot read (the serializers then use another
+    form), and passes on what the object's export raises."""
 
 def arrow_loads(meta: Any, frames: Sequence[Buffer], form: str) -> Any:
     """The arrays of ``meta`` (as ``arrow_dumps`` writes it) rebuilt over ``frames`` and validated
     in full, as an ``arrow_array_stream`` capsule (``form="stream"``) or a pair of
     ``arrow_schema`` and ``arrow_array`` capsules of its one array (``form="array"``). Raises
-    ValueError (TypeError, OverflowError on a malformed ``meta``) for anything malformed."""
+    DeserializationError for anything malformed."""
 
 def compressed_indices_error(indptr: Buffer, indices: Buffer, wide: bool, major: int, minor: int) -> str | None:
     """None when ``indptr``/``indices`` (native int32, or int64 when ``wide``) form a compressed

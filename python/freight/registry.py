@@ -121,7 +121,9 @@ def _takes_one_argument(func: Callable[..., Any]) -> bool:
 
 class Entry:
     """A registered serializer, normalised to the full protocol. The Rust walker calls
-    ``encode``/``decode`` and reads ``tag`` and ``safe``."""
+    ``encode``/``decode`` and reads ``tag``, ``safe`` and ``arrow`` (the serializer's
+    ``arrow_node``: True, or a check ``arrow_node(obj)``, when freight may write the Arrow data
+    an object exports as this serializer's node itself; see ``freight.serializers.arrow``)."""
 
     __slots__ = (
         "tag",
@@ -131,6 +133,7 @@ class Entry:
         "predicate",
         "simple",
         "subclasses",
+        "arrow",
         "_serialize",
         "_deserialize",
     )
@@ -171,6 +174,7 @@ class Entry:
         # Whether subclasses of ``types`` go to this serializer too (found by MRO). A serializer
         # that rebuilds exactly the classes it lists says False, so subclasses keep their type.
         self.subclasses = bool(getattr(serializer, "subclasses", True))
+        self.arrow = getattr(serializer, "arrow_node", False)
         if not tag and not getattr(serializer, "tag", None) and self.tag.startswith("__main__."):
             warnings.warn(
                 FreightWarning(

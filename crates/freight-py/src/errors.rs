@@ -24,19 +24,17 @@ pub enum Error {
     Core(freight_core::Error),
     /// An exception raised by Python code or PyO3, passed on as it is.
     Py(PyErr),
-    /// Encoding failed: `SerializationError`.
-    Encode(String),
-    /// Decoding failed for a reason that is not the payload's bytes (a bad argument).
-    Decode(String),
+    /// Encoding failed: `SerializationError`, with the Python exception that caused it (when
+    /// Python code raised: a serializer, an object's own method) as its `__cause__`.
+    Encode { msg: String, cause: Option<PyErr> },
+    /// Decoding failed for a reason that is not the payload's bytes (a bad argument), or
+    /// Python code raised while freight decoded (numpy on a dtype, a serializer, a constructor
+    /// on a malformed value): `DeserializationError`, with that exception as its `__cause__`.
+    Decode { msg: String, cause: Option<PyErr> },
     /// Decoding would run code that `allow_pickle=False` refuses: `UnsafePayloadError`.
     Unsafe(String),
     /// Decoding needs a library that is not installed: `MissingDependencyError`.
     Missing(String),
-    /// Python code raised while freight decoded (numpy on a dtype, a serializer, a constructor
-    /// on a malformed value): `DeserializationError` with the exception as its `__cause__`.
-    Decoding { msg: String, cause: PyErr },
-    /// Python code raised while freight encoded: `SerializationError` with the cause.
-    Encoding { msg: String, cause: PyErr },
     /// A store could not be opened, read or written.
     Store(freight_store::Error),
     /// The native walker cannot encode this payload: it goes through the pickle bridge
@@ -76,8 +74,10 @@ impl From<pyo3::CastIntoError<'_>> for Error {
     }
 }
 
-fn with_cause(new: PyErr, cause: PyErr) -> PyErr {
-    Python::attach(|py| new.set_cause(py, Some(cause)));
+fn with_cause(new: PyErr, cause: Option<PyErr>) -> PyErr {
+    if cause.is_some() {
+        Python::attach(|py| new.set_cause(py, cause));
+    }
     new
 }
 
@@ -95,12 +95,10 @@ impl From<Error> for PyErr {
                 }
             }
             Error::Py(err) => err,
-            Error::Encode(msg) => SerializationError::new_err(msg),
-            Error::Decode(msg) => DeserializationError::new_err(msg),
+            Error::Encode { msg, cause } => with_cause(SerializationError::new_err(msg), cause),
+            Error::Decode { msg, cause } => with_cause(DeserializationError::new_err(msg), cause),
             Error::Unsafe(msg) => UnsafePayloadError::new_err(msg),
             Error::Missing(msg) => MissingDependencyError::new_err(msg),
-            Error::Decoding { msg, cause } => with_cause(DeserializationError::new_err(msg), cause),
-            Error::Encoding { msg, cause } => with_cause(SerializationError::new_err(msg), cause),
             Error::Store(err) => {
                 let msg = err.to_string();
                 match err {
@@ -117,6 +115,22 @@ impl From<Error> for PyErr {
 }
 
 impl Error {
+    /// Encoding failed, with no Python exception behind it.
+    pub fn encode(msg: impl Into<String>) -> Self {
+        Error::Encode {
+            msg: msg.into(),
+            cause: None,
+        }
+    }
+
+    /// Decoding failed (a bad argument), with no Python exception behind it.
+    pub fn decode(msg: impl Into<String>) -> Self {
+        Error::Decode {
+            msg: msg.into(),
+            cause: None,
+        }
+    }
+
     /// A corrupt-payload error (the core's wording: "corrupt freight payload: ...").
     pub fn corrupt(msg: impl Into<String>) -> Self {
         Error::Core(freight_core::Error::corrupt(msg))
@@ -155,9 +169,9 @@ fn decoding(py: Python<'_>, err: PyErr, what: &str) -> Error {
     {
         return Error::Py(err);
     }
-    Error::Decoding {
+    Error::Decode {
         msg: format!("cannot decode {what}: {}", err.value(py)),
-        cause: err,
+        cause: Some(err),
     }
 }
 

@@ -22,7 +22,7 @@ pub enum Compression {
 const ZSTD_DEFAULT_LEVEL: i32 = 3;
 
 fn bad_compression(obj: &Bound<'_, PyAny>) -> Error {
-    Error::Encode(format!(
+    Error::encode(format!(
         "compression must be None, \"none\", \"lz4\", \"zstd\", (\"zstd\", level) with level -7..22, \"auto\" or (\"auto\", link bytes per second); got {}",
         obj.repr().map(|r| r.to_string()).unwrap_or_default()
     ))
@@ -77,13 +77,13 @@ pub fn compression(obj: &Bound<'_, PyAny>) -> Result<Compression> {
 /// The link speed of `("auto", bytes_per_second)`: a finite number, at least 1.
 fn transport_speed(obj: &Bound<'_, PyAny>) -> Result<u64> {
     let speed: f64 = obj.extract().map_err(|_| {
-        Error::Encode(format!(
+        Error::encode(format!(
             "(\"auto\", speed): the speed is the link's bytes per second (e.g. 1e9), not {}",
             obj.repr().map(|r| r.to_string()).unwrap_or_default()
         ))
     })?;
     if !(speed.is_finite() && speed >= 1.0) {
-        return Err(Error::Encode(format!(
+        return Err(Error::encode(format!(
             "(\"auto\", speed): the speed is the link's bytes per second, at least 1, not {speed}"
         )));
     }
@@ -103,7 +103,7 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> Result<Vec<Vec<u8>>> {
         };
     if items.is_empty() {
         // An empty list must not quietly mean "no key": that would switch verification off.
-        return Err(Error::Encode(
+        return Err(Error::encode(
             "key= got an empty list of keys; pass at least one key, or key=None to not sign or verify"
                 .to_owned(),
         ));
@@ -116,14 +116,14 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> Result<Vec<Vec<u8>>> {
             crate::buffer::RawBuffer::simple(&item)
                 .map(|buf| buf.as_slice().to_vec())
                 .map_err(|_| {
-                    Error::Encode(
+                    Error::encode(
                         "a key must be bytes (or a list of bytes to accept several on load)"
                             .to_owned(),
                     )
                 })?
         };
         if key.is_empty() {
-            return Err(Error::Encode(
+            return Err(Error::encode(
                 "an empty key signs nothing: use a long random secret (32 bytes or more)"
                     .to_owned(),
             ));
@@ -140,7 +140,7 @@ pub const DEFAULT_MAX_SIZE: u64 = 16 << 30;
 /// Checks `max_size=`: a number of bytes, 0 or more.
 pub fn max_size(value: i128) -> Result<u64> {
     u64::try_from(value).map_err(|_| {
-        Error::Decode(format!(
+        Error::decode(format!(
             "max_size must be a number of bytes from 0 to 2**64-1 (the largest frame loads accepts); got {value}"
         ))
     })
@@ -153,7 +153,7 @@ pub fn allowed_tags(obj: &Bound<'_, PyAny>) -> Result<Option<Vec<String>>> {
         return Ok(None);
     }
     let bad = || {
-        Error::Decode(
+        Error::decode(
             "allowed_tags must be None or a list of serializer tags (strings; \"pickle\" for pickle)"
                 .to_owned(),
         )

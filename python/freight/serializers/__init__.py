@@ -39,15 +39,15 @@ class LibrarySerializer:
 
         try:
             return self._rebuild(meta, frames)
-        except DeserializationError:
-            raise
-        except self.errors as exc:
+        except (DeserializationError, *self.errors) as exc:
             from freight import _versions
 
             # Written by another version of the library: the error names both versions.
             crossing = _versions.failed_crossing(self.tag.split(".")[0], self.tag, exc)
             if crossing is not None:
                 raise crossing from exc
+            if isinstance(exc, DeserializationError):  # freight's own (the Rust Arrow path's)
+                raise
             raise DeserializationError(f"the payload holds an invalid {self.tag}: {exc}") from exc
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:

@@ -1,8 +1,9 @@
 """pyarrow Array, ChunkedArray, RecordBatch, Table and Schema, through freight's Rust Arrow
-path: pyarrow exports its data through the Arrow PyCapsule interface, arrow-rs reads it and its
-buffers become frames (no copy in ``dumps_frames``); on load, arrays are rebuilt over the
-payload's frames, validated in full in Rust, and imported back through a capsule
-(``loads(zero_copy=True)`` keeps them over the input's memory). The schema (types, names,
+path: pyarrow exports its data through the Arrow PyCapsule interface, arrow-rs reads it, the
+walker writes the node (``arrow_node``: no Python object is made) and the buffers become frames
+(no copy in ``dumps_frames``); on load, arrays are rebuilt over the payload's frames, validated
+in full in Rust, and imported back through a capsule (``loads(zero_copy=True)`` keeps them over
+the input's memory). The schema (types, names,
 metadata, extension types) travels as Arrow IPC schema bytes. Data the Rust path refuses, and
 payloads written before it, use the Python form in ``freight.serializers.arrow_python``.
 Imported the first time a pyarrow object is serialized or a ``pyarrow.*`` payload is loaded
@@ -24,6 +25,7 @@ from typing import Any
 import pyarrow as pa
 
 from freight._freight import arrow_dumps, arrow_loads
+from freight.exceptions import SerializationError
 from freight.serializers import LibrarySerializer, Pickled
 from freight.serializers import arrow_python as python_form
 
@@ -81,8 +83,14 @@ def _has_python_extension(obj: Any) -> bool:
 
 class _ArrowSerializer(LibrarySerializer):
     """New payloads hold a tuple ``(schema, batches)`` (see ``_freight.arrow_dumps``); payloads
-    of the Python form hold a dict."""
+    of the Python form hold a dict.
 
+    ``arrow_node``: the walker writes that tuple itself, straight from what the object exports.
+    ``serialize`` runs only for what it leaves here: data arrow-rs does not export, and schemas
+    with an extension type (which may be a Python one that must be pickled), and when called
+    directly; it gives the same metadata."""
+
+    arrow_node = True
     subclasses = True  # the concrete array classes (Int64Array, ...) are pyarrow's own
     errors = (pa.ArrowException, KeyError, TypeError, ValueError, IndexError, OverflowError)
     form = "stream"
@@ -91,7 +99,7 @@ class _ArrowSerializer(LibrarySerializer):
     def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
         try:
             meta, frames = arrow_dumps(obj)
-        except (ValueError, pa.ArrowException):  # a layout arrow-rs does not carry
+        except (SerializationError, pa.ArrowException):  # a layout arrow-rs does not carry
             if _has_python_extension(obj):
                 return Pickled(obj), []
             return self.in_python[0](obj)

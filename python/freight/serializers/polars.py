@@ -1,6 +1,7 @@
 """polars DataFrame and Series, through freight's Rust Arrow path (see
 ``freight.serializers.arrow``): polars exports its columns through the Arrow PyCapsule interface
-(no copy), and imports the validated arrays back the same way; no pyarrow is involved. Nested
+(no copy) and the walker writes their node, and polars imports the validated arrays back the
+same way; no pyarrow is involved. Nested
 list/struct/array columns, categorical/enum, decimal and temporal types with time zones
 round-trip with their exact schema, and no pickle is involved. Frames with a dtype Arrow has no
 type for (Int128) travel in polars' own IPC format instead (one copy). Payloads written before
@@ -19,7 +20,6 @@ from typing import Any
 
 import polars as pl
 
-from freight import _versions
 from freight._freight import arrow_dumps, arrow_loads
 from freight.exceptions import DeserializationError, ProducerVersionError, SerializationError
 from freight.serializers import LibrarySerializer
@@ -71,21 +71,11 @@ except ImportError:  # pragma: no cover - other polars versions: the public cons
 class _PolarsSerializer(LibrarySerializer):
     errors = (Exception,)  # polars raises its own exception family
 
-    def deserialize(self, meta: Any, frames: list[memoryview]) -> Any:
-        try:
-            return super().deserialize(meta, frames)
-        except DeserializationError as exc:
-            # Written by another polars: say so, with both versions (the likely cause).
-            crossing = _versions.failed_crossing("polars", self.tag, exc)
-            if crossing is None:
-                raise
-            raise crossing from exc
-
 
 def _exported(value: Any) -> tuple[Any, list[Any]]:
     try:
         return arrow_dumps(value)
-    except ValueError:
+    except SerializationError:
         # A dtype Arrow has no type for (polars' Int128): polars' own IPC format, one frame (a
         # copy). No pickle: polars reads it back with its own reader.
         frame = value.to_frame() if isinstance(value, pl.Series) else value
@@ -100,9 +90,17 @@ def _from_ipc(meta: dict[str, Any], frames: list[memoryview]) -> pl.DataFrame:
     return pl.read_ipc(io.BytesIO(frames[0]))
 
 
+def _no_objects(value: Any) -> bool:
+    """Whether the walker may write ``value``'s Arrow node (``arrow_node``): polars exports an
+    Object column as fixed_size_binary[8] holding its objects' addresses, so those frames and
+    series go to ``serialize``, which refuses them."""
+    return not _has_objects(value.dtypes if isinstance(value, pl.DataFrame) else (value.dtype,))
+
+
 class DataFrameSerializer(_PolarsSerializer):
     tag = "polars.DataFrame"
     types = (pl.DataFrame,)
+    arrow_node = staticmethod(_no_objects)
 
     def serialize(self, df: pl.DataFrame) -> tuple[Any, list[Any]]:
         if _has_objects(df.dtypes):
@@ -120,6 +118,7 @@ class DataFrameSerializer(_PolarsSerializer):
 class SeriesSerializer(_PolarsSerializer):
     tag = "polars.Series"
     types = (pl.Series,)
+    arrow_node = staticmethod(_no_objects)
 
     def serialize(self, s: pl.Series) -> tuple[Any, list[Any]]:
         if _has_objects([s.dtype]):

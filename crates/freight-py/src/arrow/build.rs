@@ -11,11 +11,16 @@ use std::sync::Arc;
 use arrow_buffer::Buffer;
 use arrow_data::{ArrayData, ArrayDataBuilder};
 use arrow_schema::{ArrowError, DataType};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use crate::buffer::RawBuffer;
+use crate::errors::{Error, Result};
+
+/// A payload whose Arrow metadata does not describe arrays (`what` it holds instead).
+pub fn malformed(what: &str) -> Error {
+    Error::corrupt(format!("an Arrow payload's metadata holds {what}"))
+}
 
 /// Deeper node trees than any Arrow type a schema can declare are refused before recursing.
 const MAX_DEPTH: usize = 128;
@@ -61,14 +66,14 @@ impl<'a, 'py> FrameSource<'a, 'py> {
         }
     }
 
-    fn buffer(&mut self, index: usize) -> PyResult<Buffer> {
+    fn buffer(&mut self, index: usize) -> Result<Buffer> {
         if let Some(buffer) = self.exported.get(&index) {
             return Ok(buffer.clone());
         }
         let count = self.frames.len()?;
         if index >= count {
-            return Err(PyValueError::new_err(format!(
-                "an Arrow buffer refers to frame {index} of {count}"
+            return Err(malformed(&format!(
+                "a buffer that refers to frame {index} of {count}"
             )));
         }
         let raw = RawBuffer::simple(&self.frames.get_item(index)?)?;
@@ -99,9 +104,9 @@ pub fn plan(
     node: &Bound<'_, PyAny>,
     frames: &mut FrameSource<'_, '_>,
     depth: usize,
-) -> PyResult<Plan> {
+) -> Result<Plan> {
     if depth > MAX_DEPTH {
-        return Err(PyValueError::new_err("Arrow arrays nested too deep"));
+        return Err(malformed("arrays nested too deep"));
     }
     let (len, offset, validity, buffers, children): (
         usize,
@@ -109,19 +114,26 @@ pub fn plan(
         Option<usize>,
         Bound<'_, PyTuple>,
         Bound<'_, PyTuple>,
-    ) = node.extract()?;
+    ) = node.extract().map_err(|_| {
+        malformed("a node that is not (length, offset, validity, buffers, children)")
+    })?;
     Ok(Plan {
         len,
         offset,
         validity: validity.map(|i| frames.buffer(i)).transpose()?,
         buffers: buffers
             .iter()
-            .map(|i| frames.buffer(i.extract()?))
-            .collect::<PyResult<_>>()?,
+            .map(|i| {
+                let index = i
+                    .extract()
+                    .map_err(|_| malformed("a buffer index that is not a frame number"))?;
+                frames.buffer(index)
+            })
+            .collect::<Result<_>>()?,
         children: children
             .iter()
             .map(|child| plan(&child, frames, depth + 1))
-            .collect::<PyResult<_>>()?,
+            .collect::<Result<_>>()?,
     })
 }
 
@@ -135,27 +147,27 @@ pub fn max_values(bytes: usize) -> usize {
 
 /// The array `plan` describes, of type `data_type`, validated in full (no GIL needed); no
 /// array claims more than `limit` values (see `max_values`).
-pub fn array(plan: Plan, data_type: &DataType, limit: usize) -> Result<ArrayData, String> {
+pub fn array(plan: Plan, data_type: &DataType, limit: usize) -> Result<ArrayData> {
     if plan.len.checked_add(plan.offset).is_none_or(|n| n > limit) {
-        return Err(format!(
+        return Err(Error::corrupt(format!(
             "an Arrow array of type {data_type} claims {} values from offset {}, more than its buffers can hold",
             plan.len, plan.offset
-        ));
+        )));
     }
     let child_types = child_types(data_type);
     if plan.children.len() != child_types.len() {
-        return Err(format!(
+        return Err(Error::corrupt(format!(
             "an Arrow array of type {data_type} has {} children, not {}",
             plan.children.len(),
             child_types.len()
-        ));
+        )));
     }
     let children = plan
         .children
         .into_iter()
         .zip(child_types)
         .map(|(child, t)| array(child, &t, limit))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let builder = ArrayDataBuilder::new(data_type.clone())
         .len(plan.len)
         // An empty array needs no offset; one written over a buffer imported empty would make
@@ -166,22 +178,26 @@ pub fn array(plan: Plan, data_type: &DataType, limit: usize) -> Result<ArrayData
         .buffers(plan.buffers)
         .child_data(children)
         .align_buffers(true);
-    let malformed = |e: String| format!("an Arrow array of type {data_type} is malformed{e}");
+    let invalid = |e: String| {
+        Error::corrupt(format!(
+            "an Arrow array of type {data_type} is malformed{e}"
+        ))
+    };
     // arrow-rs validates without panicking on what it checks; a panic on what it does not is
     // a malformed payload too, never a crash.
     catch_unwind(AssertUnwindSafe(|| match data_type {
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => strings(builder, data_type),
         _ => builder.build(),
     }))
-    .map_err(|_| malformed(String::new()))?
-    .map_err(|e| malformed(format!(": {e}")))
+    .map_err(|_| invalid(String::new()))?
+    .map_err(|e| invalid(format!(": {e}")))
 }
 
 /// A top-level struct (a record batch, a table's chunk) with its columns cut to its own rows:
 /// arrow-rs accepts children longer than their struct (a sliced struct keeps them whole), but
 /// pyarrow imports a batch's columns as they are, and a batch shorter than its columns crashes
 /// it later (Table.filter reads past the batch's rows).
-pub fn batch_columns(data: ArrayData) -> Result<ArrayData, String> {
+pub fn batch_columns(data: ArrayData) -> Result<ArrayData> {
     if !matches!(data.data_type(), DataType::Struct(_))
         || (data.offset() == 0 && data.child_data().iter().all(|c| c.len() == data.len()))
     {
@@ -190,14 +206,17 @@ pub fn batch_columns(data: ArrayData) -> Result<ArrayData, String> {
     catch_unwind(AssertUnwindSafe(|| {
         ArrayData::from(arrow_array::StructArray::from(data))
     }))
-    .map_err(|_| "an Arrow struct array's columns do not match it".to_owned())
+    .map_err(|_| Error::corrupt("an Arrow struct array's columns do not match it"))
 }
 
 /// A string array checked as arrow-rs' full validation does (layout and buffer sizes, null
 /// count; offsets in bounds and non-decreasing, or views within their buffers with their
 /// prefixes; UTF-8 values), its values by freight's own checks: the same checks, 7 to 20 times
 /// faster on ASCII text (freight_core::utf8).
-fn strings(builder: ArrayDataBuilder, data_type: &DataType) -> Result<ArrayData, ArrowError> {
+fn strings(
+    builder: ArrayDataBuilder,
+    data_type: &DataType,
+) -> std::result::Result<ArrayData, ArrowError> {
     // SAFETY: nothing reads the data before the checks below pass: layout, buffer sizes and
     // nulls by arrow-rs, the values by freight_core::utf8.
     let data = unsafe { builder.skip_validation(true) }.build()?;

@@ -10,21 +10,23 @@ use arrow_array::ffi::{from_ffi_and_data_type, FFI_ArrowArray, FFI_ArrowSchema};
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use arrow_data::ArrayData;
 use arrow_schema::{DataType, Field, FieldRef};
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyCapsuleMethods, PyTuple};
+
+use crate::errors::{Error, Result};
 
 const STREAM: &std::ffi::CStr = c"arrow_array_stream";
 const SCHEMA: &std::ffi::CStr = c"arrow_schema";
 const ARRAY: &std::ffi::CStr = c"arrow_array";
 
-fn arrow_err(e: arrow_schema::ArrowError) -> PyErr {
-    PyValueError::new_err(e.to_string())
+/// What arrow-rs refuses in an export: data freight cannot carry this way.
+fn cannot_carry(e: arrow_schema::ArrowError) -> Error {
+    Error::encode(format!("cannot carry this Arrow data: {e}"))
 }
 
 /// The field and arrays `obj` exports: a stream when it has `__arrow_c_stream__` (tables,
 /// chunked arrays, data frames, series), else its one array.
-pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
+pub fn import(obj: &Bound<'_, PyAny>) -> Result<(FieldRef, Vec<ArrayData>)> {
     let py = obj.py();
     if let Ok(method) = obj.getattr(pyo3::intern!(py, "__arrow_c_stream__")) {
         let capsule = method.call0()?;
@@ -35,7 +37,13 @@ pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
         let stream = unsafe { FFI_ArrowArrayStream::from_raw(ptr.as_ptr().cast()) };
         return read_stream(stream);
     }
-    let pair = obj.call_method0(pyo3::intern!(py, "__arrow_c_array__"))?;
+    let Ok(method) = obj.getattr(pyo3::intern!(py, "__arrow_c_array__")) else {
+        return Err(Error::encode(format!(
+            "a {} exports neither __arrow_c_stream__ nor __arrow_c_array__",
+            obj.get_type().name()?
+        )));
+    };
+    let pair = method.call0()?;
     let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
     let schema_ptr = schema.pointer_checked(Some(SCHEMA))?;
     let array_ptr = array.pointer_checked(Some(ARRAY))?;
@@ -44,23 +52,22 @@ pub fn import(obj: &Bound<'_, PyAny>) -> PyResult<(FieldRef, Vec<ArrayData>)> {
     unsafe {
         let schema = &*(schema_ptr.as_ptr() as *const FFI_ArrowSchema);
         let mut array = FFI_ArrowArray::from_raw(array_ptr.as_ptr().cast());
-        let field = Arc::new(Field::try_from(schema).map_err(arrow_err)?);
+        let field = Arc::new(Field::try_from(schema).map_err(cannot_carry)?);
         accept_null_buffers(
             &mut array as *mut FFI_ArrowArray as *mut RawArray,
             field.data_type(),
         );
-        let data = from_ffi_and_data_type(array, field.data_type().clone()).map_err(arrow_err)?;
+        let data =
+            from_ffi_and_data_type(array, field.data_type().clone()).map_err(cannot_carry)?;
         Ok((field, vec![data]))
     }
 }
 
 /// Every array of a C stream, of any type (arrow-rs' readers take record batches, or give
 /// arrays only after importing them, too late for `accept_null_buffers`).
-fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<ArrayData>)> {
+fn read_stream(mut stream: FFI_ArrowArrayStream) -> Result<(FieldRef, Vec<ArrayData>)> {
     let (Some(get_schema), Some(get_next)) = (stream.get_schema(), stream.get_next()) else {
-        return Err(PyValueError::new_err(
-            "the Arrow stream is already released",
-        ));
+        return Err(Error::encode("the Arrow stream is already released"));
     };
     let failed = |stream: &mut FFI_ArrowArrayStream, rc: c_int| {
         // SAFETY: get_last_error is called on the stream whose call failed, before any other.
@@ -73,7 +80,7 @@ fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<Arra
                     .to_string_lossy()
                     .into_owned()
             });
-        PyValueError::new_err(format!(
+        Error::encode(format!(
             "the Arrow stream failed (error {rc}): {}",
             message.unwrap_or_default()
         ))
@@ -84,7 +91,7 @@ fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<Arra
     if rc != 0 {
         return Err(failed(&mut stream, rc));
     }
-    let field = Arc::new(Field::try_from(&schema).map_err(arrow_err)?);
+    let field = Arc::new(Field::try_from(&schema).map_err(cannot_carry)?);
     let mut arrays = Vec::new();
     loop {
         let mut array = FFI_ArrowArray::empty();
@@ -103,7 +110,7 @@ fn read_stream(mut stream: FFI_ArrowArrayStream) -> PyResult<(FieldRef, Vec<Arra
             )
         };
         let data = unsafe { from_ffi_and_data_type(array, field.data_type().clone()) }
-            .map_err(arrow_err)?;
+            .map_err(cannot_carry)?;
         arrays.push(data);
     }
 }
@@ -153,9 +160,16 @@ unsafe fn accept_null_buffers(array: *mut RawArray, data_type: &DataType) {
     }
 }
 
+/// A type read from a payload's schema that the C Data Interface cannot express.
+fn cannot_hand_over(e: arrow_schema::ArrowError) -> Error {
+    Error::corrupt(format!(
+        "the Arrow schema holds a type that cannot be handed over: {e}"
+    ))
+}
+
 /// `(arrow_schema, arrow_array)` capsules of one array.
-pub fn array<'py>(py: Python<'py>, field: &Field, data: ArrayData) -> PyResult<Bound<'py, PyAny>> {
-    let schema = FFI_ArrowSchema::try_from(field).map_err(arrow_err)?;
+pub fn array<'py>(py: Python<'py>, field: &Field, data: ArrayData) -> Result<Bound<'py, PyAny>> {
+    let schema = FFI_ArrowSchema::try_from(field).map_err(cannot_hand_over)?;
     let array = FFI_ArrowArray::new(&data);
     let schema = PyCapsule::new_with_value(py, schema, SCHEMA)?;
     let array = PyCapsule::new_with_value(py, array, ARRAY)?;
@@ -164,11 +178,7 @@ pub fn array<'py>(py: Python<'py>, field: &Field, data: ArrayData) -> PyResult<B
 
 /// An `arrow_array_stream` capsule yielding `arrays`, each of `field`'s type (arrow-rs' own
 /// stream export takes record batches only: a chunked array's stream is of any type).
-pub fn stream(
-    py: Python<'_>,
-    field: FieldRef,
-    arrays: Vec<ArrayData>,
-) -> PyResult<Bound<'_, PyAny>> {
+pub fn stream(py: Python<'_>, field: FieldRef, arrays: Vec<ArrayData>) -> Result<Bound<'_, PyAny>> {
     let private = Box::new(Private {
         field,
         arrays: arrays.into(),

@@ -7,17 +7,17 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use arrow_ipc::writer::{DictionaryTracker, IpcDataGenerator, IpcWriteOptions};
 use arrow_schema::{DataType, Field, FieldRef, Schema};
-use pyo3::exceptions::PyValueError;
-use pyo3::PyResult;
+
+use crate::errors::{Error, Result};
 
 const CONTINUATION: [u8; 4] = [0xff; 4];
 
 /// The IPC bytes of a schema whose one field is `field` (cached: encoding the flatbuffer is
 /// most of what exporting a small table costs).
-pub fn to_ipc(field: &FieldRef) -> PyResult<Vec<u8>> {
+pub fn to_ipc(field: &FieldRef) -> Vec<u8> {
     let key = (Field::clone(field), ordered_flags(field));
     if let Some(bytes) = ENCODED.lock().ok().and_then(|c| c.get(&key).cloned()) {
-        return Ok(bytes);
+        return bytes;
     }
     let bytes = encode(field);
     if bytes.len() <= CACHED_MAX {
@@ -28,7 +28,7 @@ pub fn to_ipc(field: &FieldRef) -> PyResult<Vec<u8>> {
             cache.insert(key, bytes.clone());
         }
     }
-    Ok(bytes)
+    bytes
 }
 
 /// The `dict_is_ordered` flag of each dictionary in `field`'s tree, depth first. arrow-rs leaves
@@ -89,7 +89,7 @@ static ENCODED: LazyLock<Mutex<HashMap<EncodedKey, Vec<u8>>>> = LazyLock::new(De
 static CACHE: LazyLock<Mutex<HashMap<Vec<u8>, FieldRef>>> = LazyLock::new(Default::default);
 
 /// The field of IPC schema bytes written by `to_ipc`.
-pub fn from_ipc(bytes: &[u8]) -> PyResult<FieldRef> {
+pub fn from_ipc(bytes: &[u8]) -> Result<FieldRef> {
     if bytes.len() <= CACHED_MAX {
         if let Some(field) = CACHE.lock().ok().and_then(|c| c.get(bytes).cloned()) {
             return Ok(field);
@@ -97,10 +97,10 @@ pub fn from_ipc(bytes: &[u8]) -> PyResult<FieldRef> {
     }
     // The flatbuffer is verified before it is read; a panic on a forged one is caught still.
     let schema = std::panic::catch_unwind(|| arrow_ipc::convert::try_schema_from_ipc_buffer(bytes))
-        .map_err(|_| PyValueError::new_err("the Arrow schema bytes are malformed"))?
-        .map_err(|e| PyValueError::new_err(format!("the Arrow schema bytes are malformed: {e}")))?;
+        .map_err(|_| Error::corrupt("the Arrow schema bytes are malformed"))?
+        .map_err(|e| Error::corrupt(format!("the Arrow schema bytes are malformed: {e}")))?;
     let [field]: [FieldRef; 1] = schema.fields().to_vec().try_into().map_err(|f: Vec<_>| {
-        PyValueError::new_err(format!(
+        Error::corrupt(format!(
             "an Arrow payload's schema has {} fields, not 1",
             f.len()
         ))

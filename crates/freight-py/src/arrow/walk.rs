@@ -7,11 +7,11 @@ use arrow_array::{Array, BinaryViewArray, StringViewArray};
 use arrow_buffer::Buffer;
 use arrow_data::ArrayData;
 use arrow_schema::DataType;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::buffer::{FrameBuffer, Owner};
+use crate::errors::{Error, Result};
 
 /// The frames of one payload's Arrow data; a buffer shared by several arrays (a dictionary
 /// repeated in every chunk) is one frame.
@@ -30,6 +30,11 @@ impl Frames {
         })
     }
 
+    /// The buffers in frame order (a node's indices point into this).
+    pub fn into_buffers(self) -> Vec<Buffer> {
+        self.buffers
+    }
+
     pub fn into_list(self, py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         let frames = self
             .buffers
@@ -43,38 +48,61 @@ impl Frames {
     }
 }
 
-pub fn node<'py>(
-    py: Python<'py>,
-    data: &ArrayData,
-    frames: &mut Frames,
-) -> PyResult<Bound<'py, PyTuple>> {
-    let compacted = compact_views(data);
-    let data = compacted.as_ref().unwrap_or(data);
-    let validity = match data.nulls() {
-        Some(nulls) if nulls.null_count() > 0 => {
-            if nulls.offset() != data.offset() {
-                return Err(PyValueError::new_err(
-                    "an Arrow validity bitmap offset apart from its array",
-                ));
+/// One array as its payload node: frame indices (into `Frames`) for its validity bitmap (None
+/// when it has no nulls) and its buffers, and a node per child.
+pub struct Node {
+    pub len: usize,
+    pub offset: usize,
+    pub validity: Option<usize>,
+    pub buffers: Vec<usize>,
+    pub children: Vec<Node>,
+}
+
+impl Node {
+    pub fn of(data: &ArrayData, frames: &mut Frames) -> Result<Node> {
+        let compacted = compact_views(data);
+        let data = compacted.as_ref().unwrap_or(data);
+        let validity = match data.nulls() {
+            Some(nulls) if nulls.null_count() > 0 => {
+                if nulls.offset() != data.offset() {
+                    return Err(Error::encode(
+                        "an Arrow validity bitmap offset apart from its array",
+                    ));
+                }
+                Some(frames.index(nulls.buffer()))
             }
-            Some(frames.index(nulls.buffer()))
-        }
-        _ => None,
-    };
-    let buffers: Vec<usize> = data.buffers().iter().map(|b| frames.index(b)).collect();
-    let children = data
-        .child_data()
-        .iter()
-        .map(|child| node(py, child, frames))
-        .collect::<PyResult<Vec<_>>>()?;
-    (
-        data.len(),
-        data.offset(),
-        validity,
-        PyTuple::new(py, buffers)?,
-        PyTuple::new(py, children)?,
-    )
-        .into_pyobject(py)
+            _ => None,
+        };
+        Ok(Node {
+            len: data.len(),
+            offset: data.offset(),
+            validity,
+            buffers: data.buffers().iter().map(|b| frames.index(b)).collect(),
+            children: data
+                .child_data()
+                .iter()
+                .map(|child| Node::of(child, frames))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// The node as the Python tuple `arrow_dumps` returns (the walker writes the same tree
+    /// without it: see `encode::arrow`).
+    pub fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let children = self
+            .children
+            .iter()
+            .map(|child| child.to_py(py))
+            .collect::<PyResult<Vec<_>>>()?;
+        (
+            self.len,
+            self.offset,
+            self.validity,
+            PyTuple::new(py, &self.buffers)?,
+            PyTuple::new(py, children)?,
+        )
+            .into_pyobject(py)
+    }
 }
 
 /// View arrays (string_view, binary_view) may point into data buffers far larger than what

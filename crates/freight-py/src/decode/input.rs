@@ -62,12 +62,12 @@ pub fn export_input(obj: &Bound<'_, PyAny>) -> Result<Input> {
     };
     result
         .map(|buf| Input(Arc::new(buf)))
-        .map_err(|cause| Error::Decoding {
+        .map_err(|cause| Error::Decode {
             msg: format!(
                 "freight can only load from a buffer (bytes, bytearray, memoryview, mmap, ...), not {}",
                 type_name(obj)
             ),
-            cause,
+            cause: Some(cause),
         })
 }
 
@@ -97,7 +97,7 @@ pub fn export_frame_list(obj: &Bound<'_, PyAny>) -> Result<Parts<Input>> {
         return export_parts(obj, true);
     }
     let iter = obj.try_iter().map_err(|_| {
-        Error::Decode(format!(
+        Error::decode(format!(
             "loads_frames needs a list of buffers (the output of dumps_frames), not {}",
             type_name(obj)
         ))

@@ -102,7 +102,7 @@ impl PickleSource {
             return Ok(obj.clone_ref(py));
         }
         let ctx = self.ctx.borrow().clone().ok_or_else(|| {
-            Error::Decode(
+            Error::decode(
                 "this pickle source is closed: its payload was decoded already".to_owned(),
             )
         })?;

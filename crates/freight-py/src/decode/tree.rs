@@ -299,7 +299,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
                     ffi::PyList_SetItem(list.as_ptr(), i as ffi::Py_ssize_t, item.into_ptr())
                 } != 0
             {
-                return Err(Error::Decode(
+                return Err(Error::decode(
                     "a list changed size while it was being decoded (a registered deserializer modified it)"
                         .to_owned(),
                 ));

@@ -1,9 +1,11 @@
 //! The encode side: `walker` turns an object graph into a node tree and frames (`state`),
 //! finding serializers through `dispatch`; `stdlib`, `numpy` and `serializer` encode the
-//! objects that need Python (each an `impl Walker`); `pickle_sink` is the pickler's hook when
-//! the walker gives the payload to pickle; `compression` applies the policy to the frames.
+//! objects that need Python, `arrow` the Arrow exporters (each an `impl Walker`);
+//! `pickle_sink` is the pickler's hook when the walker gives the payload to pickle;
+//! `compression` applies the policy to the frames.
 //! Nothing here imports the decode side.
 
+mod arrow;
 pub mod compression;
 pub mod dispatch;
 mod numpy;

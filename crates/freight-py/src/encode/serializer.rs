@@ -27,6 +27,15 @@ impl<'py> Walker<'_, 'py> {
         }
         let tag: String = entry.getattr(pyo3::intern!(py, "tag"))?.extract()?;
         let safe: bool = entry.getattr(pyo3::intern!(py, "safe"))?.extract()?;
+        let tag_index = self.state.tag_index(&tag);
+        if !safe {
+            self.state.needs_pickle = true;
+        }
+        let arrow = entry.getattr(pyo3::intern!(py, "arrow"))?;
+        if arrow.is_truthy()? && self.arrow(obj, &arrow, tag_index)? {
+            self.memo_done(ptr, shared);
+            return Ok(());
+        }
         let out = match self.state.ext_cache.get(&(ptr as usize)) {
             Some((_, out)) => out.bind(py).clone(),
             None => {
@@ -38,10 +47,6 @@ impl<'py> Walker<'_, 'py> {
             }
         };
         let (meta, frames): (Bound<'py, PyAny>, Bound<'py, PyList>) = out.extract()?;
-        let tag_index = self.state.tag_index(&tag);
-        if !safe {
-            self.state.needs_pickle = true;
-        }
         self.w.ext_begin(tag_index);
         self.keep_alive.push(meta.clone());
         let meta_shared = refcnt(meta.as_ptr()) > 2;
@@ -52,12 +57,12 @@ impl<'py> Walker<'_, 'py> {
         walked?;
         let mut indices = Vec::with_capacity(frames.len());
         for frame in frames.iter() {
-            let buf = RawBuffer::simple(&frame).map_err(|cause| Error::Encoding {
+            let buf = RawBuffer::simple(&frame).map_err(|cause| Error::Encode {
                 msg: format!(
                     "serializer {tag:?} returned a frame of type {} that is not a contiguous buffer",
                     frame.get_type().name().map(|n| n.to_string()).unwrap_or_default()
                 ),
-                cause,
+                cause: Some(cause),
             })?;
             indices.push(self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?);
         }

@@ -17,6 +17,8 @@ pub enum FrameSource {
         ptr: usize,
         len: usize,
     },
+    /// A buffer of an Arrow exporter's arrays (see `encode::arrow`).
+    Arrow(arrow_buffer::Buffer),
 }
 
 impl FrameSource {
@@ -30,6 +32,7 @@ impl FrameSource {
                 // SAFETY: `obj` is an immutable bytes/str that owns `len` bytes at `ptr`.
                 unsafe { std::slice::from_raw_parts(*ptr as *const u8, *len) }
             }
+            FrameSource::Arrow(buffer) => buffer.as_slice(),
         }
     }
 
@@ -37,6 +40,7 @@ impl FrameSource {
         match self {
             FrameSource::Buffer(buf) => Owner::Buffer(buf.clone()),
             FrameSource::Object { obj, .. } => Owner::Object(obj.clone_ref(py)),
+            FrameSource::Arrow(buffer) => Owner::Arrow(buffer.clone()),
         }
     }
 }
@@ -66,7 +70,7 @@ impl EncodeState {
 
     pub fn add_frame_of_items(&mut self, source: FrameSource, itemsize: u32) -> Result<u32> {
         let index = u32::try_from(self.frames.len())
-            .map_err(|_| Error::Encode("a payload holds at most 2**32 frames".to_owned()))?;
+            .map_err(|_| Error::encode("a payload holds at most 2**32 frames".to_owned()))?;
         self.frames.push(source);
         self.itemsizes.push(itemsize);
         Ok(index)

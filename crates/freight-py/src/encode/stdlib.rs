@@ -93,7 +93,7 @@ impl<'py> Walker<'_, 'py> {
             let bytes: [u8; 16] = bytes
                 .extract::<&[u8]>()?
                 .try_into()
-                .map_err(|_| Error::Encode("UUID.bytes is not 16 bytes".to_owned()))?;
+                .map_err(|_| Error::encode("UUID.bytes is not 16 bytes".to_owned()))?;
             let safe = obj
                 .getattr(pyo3::intern!(self.py, "is_safe"))?
                 .getattr(pyo3::intern!(self.py, "value"))?;
@@ -185,7 +185,7 @@ pub(crate) fn sorted_items<'py>(
         items.push(item);
     }
     if items.len() != n {
-        return Err(Error::Encode(
+        return Err(Error::encode(
             "a set changed size while it was being serialized".to_owned(),
         ));
     }

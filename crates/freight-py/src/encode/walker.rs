@@ -193,7 +193,7 @@ impl<'a, 'py> Walker<'a, 'py> {
 
     pub(crate) fn unsupported<T>(&self, what: &str) -> Result<T> {
         if self.in_metadata {
-            Err(Error::Encode(format!(
+            Err(Error::encode(format!(
                 "cannot encode {what} inside a serializer's metadata; metadata must hold only builtins, \
                  numpy arrays and registered types"
             )))
@@ -256,7 +256,7 @@ impl<'a, 'py> Walker<'a, 'py> {
     pub(crate) fn nested(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(Error::Encode(format!(
+            return Err(Error::encode(format!(
                 "the object nests deeper than {MAX_DEPTH} levels; flatten it before serializing"
             )));
         }
@@ -267,7 +267,7 @@ impl<'a, 'py> Walker<'a, 'py> {
 
     /// `nested`, for a tuple or frozenset: counts them, and past MAX_HASHABLE_DEPTH leaves the
     /// payload to pickle (the decoder would refuse it).
-    fn hashable(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+    pub(crate) fn hashable(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if self.hashable_depth >= MAX_HASHABLE_DEPTH {
             return self.unsupported(&format!(
                 "tuples or frozensets nested deeper than {MAX_HASHABLE_DEPTH} levels"
@@ -395,7 +395,7 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.item(unsafe { ffi::PyList_GET_ITEM(ptr, i as ffi::Py_ssize_t) })?;
         }
         if unsafe { ffi::PyList_GET_SIZE(ptr) } as usize != n {
-            return Err(Error::Encode(
+            return Err(Error::encode(
                 "a list changed size while it was being serialized".to_owned(),
             ));
         }
@@ -434,7 +434,7 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.walk(&value, value_shared)?;
         }
         if seen != n || unsafe { ffi::PyDict_Size(ptr) } as usize != n {
-            return Err(Error::Encode(
+            return Err(Error::encode(
                 "a dict changed size while it was being serialized".to_owned(),
             ));
         }
@@ -467,7 +467,7 @@ impl<'a, 'py> Walker<'a, 'py> {
             self.walk(&item, shared)?;
         }
         if count != n {
-            return Err(Error::Encode(
+            return Err(Error::encode(
                 "a set changed size while it was being serialized".to_owned(),
             ));
         }
