@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyList};
 use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer};
 use crate::decode::input::{export_frame_list, export_input};
 use crate::decode::{decode, decode_builtins, DecodeCtx, DecodeOptions};
-use crate::encode::compression::{self, Stored};
+use crate::encode::compression::{self, StoredFrame};
 use crate::encode::dispatch::DispatchRefs;
 use crate::encode::{encode, Encoded};
 use crate::errors::Result;
@@ -37,7 +37,7 @@ pub struct Codec {
 /// stored (compressed or not), and the signing key.
 struct Prepared {
     encoded: Encoded,
-    stored: Vec<Stored>,
+    stored: Vec<StoredFrame>,
     key: Option<Vec<u8>>,
 }
 
@@ -105,12 +105,12 @@ impl Codec {
     }
 
     /// Frames as they will be stored, after the call's (or the codec's) compression policy.
-    fn store(
+    fn compress_frames(
         &self,
         py: Python<'_>,
         encoded: &Encoded,
         compression: Option<&Bound<'_, PyAny>>,
-    ) -> Result<Vec<Stored>> {
+    ) -> Result<Vec<StoredFrame>> {
         let policy = match compression {
             Some(obj) => options::compression(obj)?,
             None => self.compression,
@@ -152,7 +152,7 @@ impl Codec {
         key: Option<&Bound<'_, PyAny>>,
     ) -> Result<Prepared> {
         let encoded = encode(py, &self.dispatch, obj)?;
-        let stored = self.store(py, &encoded, compression)?;
+        let stored = self.compress_frames(py, &encoded, compression)?;
         let key = self.signing_key(key)?;
         Ok(Prepared {
             encoded,

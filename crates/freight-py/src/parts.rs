@@ -6,7 +6,7 @@
 use freight_core::envelope::{Part, ZEROS};
 use pyo3::prelude::*;
 
-use crate::encode::compression::Stored;
+use crate::encode::compression::StoredFrame;
 use crate::encode::Encoded;
 
 /// Sendable (it may be freed by the garbage collector on any thread, e.g. when an exception of a
@@ -15,7 +15,7 @@ use crate::encode::Encoded;
 #[pyclass(module = "freight._freight", frozen)]
 pub struct PayloadParts {
     pub(crate) encoded: Encoded,
-    pub(crate) stored: Vec<Stored>,
+    pub(crate) stored: Vec<StoredFrame>,
     pub(crate) header: Vec<u8>,
     pub(crate) parts: Vec<Part>,
     pub(crate) signature: Option<[u8; freight_core::sign::SIGNATURE_LEN]>,

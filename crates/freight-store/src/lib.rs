@@ -10,5 +10,5 @@ mod open;
 mod store;
 
 pub use error::{Error, Result};
-pub use open::{Backend, Options};
-pub use store::{no_progress, Meta, Progress, Store, Stored, PART, SINGLE_PUT_MAX};
+pub use open::Options;
+pub use store::{no_progress, Backend, Meta, Progress, Store, Stored, PART, SINGLE_PUT_MAX};

@@ -12,36 +12,7 @@ use object_store::{BackoffConfig, ClientOptions, RetryConfig};
 
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::store::Store;
-
-/// Which kind of backend a store is, for error hints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    Local,
-    Memory,
-    S3,
-}
-
-impl Backend {
-    pub fn hint(self) -> &'static str {
-        match self {
-            Backend::S3 => {
-                "; check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), the endpoint \
-                 (AWS_ENDPOINT_URL; AWS_ALLOW_HTTP=true for http://) and that the bucket exists"
-            }
-            Backend::Local => "; check that the folder exists and is writable",
-            Backend::Memory => "",
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Local => "file",
-            Backend::Memory => "memory",
-            Backend::S3 => "s3",
-        }
-    }
-}
+use crate::store::{Backend, Store};
 
 /// Options of `open` (all optional; S3 ones fall back to the AWS environment variables).
 #[derive(Debug, Default, Clone)]

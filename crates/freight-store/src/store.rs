@@ -14,7 +14,6 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
 
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::open::Backend;
 
 /// Payloads up to this size are written with one PUT; larger ones stream in parts.
 pub const SINGLE_PUT_MAX: usize = 16 << 20;
@@ -66,6 +65,35 @@ pub struct Meta {
     /// The backend's version tag of the stored bytes (S3's ETag; a local file's is derived
     /// from its inode, size and mtime), when it has one.
     pub etag: Option<String>,
+}
+
+/// Which kind of backend a store is, for error hints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Local,
+    Memory,
+    S3,
+}
+
+impl Backend {
+    pub fn hint(self) -> &'static str {
+        match self {
+            Backend::S3 => {
+                "; check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), the endpoint \
+                 (AWS_ENDPOINT_URL; AWS_ALLOW_HTTP=true for http://) and that the bucket exists"
+            }
+            Backend::Local => "; check that the folder exists and is writable",
+            Backend::Memory => "",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Local => "file",
+            Backend::Memory => "memory",
+            Backend::S3 => "s3",
+        }
+    }
 }
 
 /// A stored value's bytes: read into memory, or mapped from a local file.

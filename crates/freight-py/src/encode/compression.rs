@@ -8,16 +8,16 @@ use freight_core::envelope::FrameLayout;
 use crate::options::Compression;
 
 /// One frame as it will be stored.
-pub struct Stored {
+pub struct StoredFrame {
     /// The compressed bytes; None: the frame is stored raw (its source bytes as they are).
     pub data: Option<Vec<u8>>,
     pub layout: FrameLayout,
 }
 
-fn compressed(algo: Algorithm, raw: &[u8], shuffle: Option<usize>) -> Stored {
+fn compressed(algo: Algorithm, raw: &[u8], shuffle: Option<usize>) -> StoredFrame {
     let data = compress::compress(algo, raw, shuffle);
     if data.len() >= raw.len() {
-        return Stored {
+        return StoredFrame {
             data: None,
             layout: FrameLayout::raw(raw.len() as u64),
         };
@@ -28,21 +28,21 @@ fn compressed(algo: Algorithm, raw: &[u8], shuffle: Option<usize>) -> Stored {
         codec: algo.id(),
         shuffle: shuffle.map(|s| s as u32),
     };
-    Stored {
+    StoredFrame {
         data: Some(data),
         layout,
     }
 }
 
 /// Decides and compresses every frame (call it with the GIL released: it uses all cores).
-pub fn apply(policy: Compression, frames: &[&[u8]], itemsizes: &[u32]) -> Vec<Stored> {
+pub fn apply(policy: Compression, frames: &[&[u8]], itemsizes: &[u32]) -> Vec<StoredFrame> {
     frames
         .iter()
         .zip(itemsizes)
         .map(|(&raw, &itemsize)| {
             let itemsize = (itemsize > 1).then_some(itemsize as usize);
             match policy {
-                Compression::None => Stored {
+                Compression::None => StoredFrame {
                     data: None,
                     layout: FrameLayout::raw(raw.len() as u64),
                 },
@@ -52,7 +52,7 @@ pub fn apply(policy: Compression, frames: &[&[u8]], itemsizes: &[u32]) -> Vec<St
                 }
                 Compression::Auto { transport_speed } => {
                     match compress::decide(raw, itemsize, compress::AUTO_MIN, transport_speed) {
-                        Decision::Raw => Stored {
+                        Decision::Raw => StoredFrame {
                             data: None,
                             layout: FrameLayout::raw(raw.len() as u64),
                         },
