@@ -3,7 +3,8 @@ and :meth:`freight.Freight.load`), and the mmap warning that ``freight.storage``
 
 Encoding and decoding stay with the codec; this module only moves finished payloads between
 memory and a path or a binary file object. It sits below ``freight._api`` and imports nothing of
-freight but its exceptions, so ``import freight`` does not run the storage package. Failures of
+freight but its exceptions and the extension (``compressed_frames``: the header is read by
+freight-core, never by hand here), so ``import freight`` does not run the storage package. Failures of
 the file system are raised as :class:`freight.PathError` (:class:`freight.PathNotFoundError` for
 a missing file), which are also the ``OSError`` they stand for.
 """
@@ -16,15 +17,13 @@ import os
 from typing import IO, Any
 from urllib.parse import unquote
 
+from freight._freight import compressed_frames
 from freight.exceptions import DeserializationError, FreightWarning, PathError, PathNotFoundError, StorageError
 
 __all__ = ["write_payload", "read_payload", "compressed_frames", "mapped_compressed_warning", "MMAP_MIN"]
 
 # Paths at least this large are memory-mapped by read_payload rather than read.
 MMAP_MIN = 1 << 20
-
-_MAGIC = b"\x89FRT"
-
 
 def write_payload(data: Any, file: str | os.PathLike[str] | IO[bytes]) -> None:
     """Writes ``data`` (a payload from ``dumps``) to a path, atomically (a temporary file in the
@@ -148,46 +147,6 @@ def _stored_name_hint(path: str) -> str:
     )
 
 
-def compressed_frames(data: Any) -> int | None:
-    """How many frames of a ``dumps`` payload are compressed, read from its header alone (a few
-    hundred bytes, whatever the payload's size: no checksum is computed, nothing is decoded).
-    None when the header cannot be read (not a payload, truncated: ``loads`` says why).
-
-    Used to warn that ``mmap=True`` cannot view compressed frames (see docs/FORMAT.md, "Envelope"
-    and the frame table)."""
-    try:
-        view = memoryview(data).cast("B")
-        if bytes(view[:4]) != _MAGIC or view[4] != 1:
-            return None
-        flags = view[5]
-        pos = 6
-        _, pos = _varint(view, pos)  # header length
-        if flags & 0x04:  # META: tags, then (name, version) pairs
-            n, pos = _varint(view, pos)
-            for _ in range(n):
-                pos = _skip_bytes(view, pos)
-            n, pos = _varint(view, pos)
-            for _ in range(2 * n):
-                pos = _skip_bytes(view, pos)
-        if not flags & 0x02:  # no FRAMES
-            return 0
-        n, pos = _varint(view, pos)
-        compressed = 0
-        for _ in range(n):
-            frame_flags, codec = view[pos], view[pos + 1]
-            _, pos = _varint(view, pos + 2)  # raw length
-            if codec:
-                compressed += 1
-                _, pos = _varint(view, pos)  # stored length
-            if frame_flags & 0x02:  # SHUFFLE: item size
-                _, pos = _varint(view, pos)
-            if frame_flags & 0x01:  # CHECKSUM
-                pos += 8
-        return compressed
-    except (IndexError, ValueError, TypeError):
-        return None
-
-
 def mapped_compressed_warning(what: str, compressed: int, fix: str) -> FreightWarning:
     """The warning of a ``mmap=True`` load whose payload has ``compressed`` compressed frames."""
     frames = "1 of its frames is" if compressed == 1 else f"{compressed} of its frames are"
@@ -195,21 +154,3 @@ def mapped_compressed_warning(what: str, compressed: int, fix: str) -> FreightWa
         f"{what}: {frames} compressed, and mmap=True cannot view compressed data: it was decompressed "
         f"into new memory (a writable copy, not a view of the file); {fix} to load it mapped"
     )
-
-
-def _varint(view: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def _skip_bytes(view: memoryview, pos: int) -> int:
-    n, pos = _varint(view, pos)
-    return pos + n

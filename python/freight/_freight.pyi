@@ -25,6 +25,7 @@ __all__ = [
     "ChainedReduce",
     "inspect",
     "verify",
+    "compressed_frames",
     "_envelope",
     "_registry_changed",
     "string_array_valid",
@@ -345,6 +346,10 @@ def verify(data: _Payload, key: _Key = None) -> None:
     """Checks a payload without decoding it: header, frame table, every frame checksum, the
     tree's structure and, given ``key``, the signature. Raises IntegrityError or
     DeserializationError naming the problem."""
+
+def compressed_frames(data: Buffer) -> int | None:
+    """How many frames of a ``dumps`` payload are compressed, from its header alone (no frame is
+    read): None when the header cannot be read. Behind the ``mmap=True`` warning."""
 
 def string_array_valid(offsets: Buffer, data: Buffer | None, wide: bool, start: int, length: int) -> bool:
     """Whether an Arrow string array's buffers hold ``length`` valid values from value ``start``:

@@ -5,12 +5,13 @@
 //! header) both build theirs with it, so the same keys mean the same things.
 
 use freight_core::bits::{codec, flags};
-use freight_core::envelope::Limits;
+use freight_core::envelope::{self, Limits};
 use freight_core::walk::walk_tree;
 use freight_core::{FrameInfo, Header, OpenOptions, Parts, Payload};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::buffer::RawBuffer;
 use crate::decode::input::{export_parts, open, Input};
 use crate::errors::Result;
 
@@ -174,4 +175,21 @@ pub fn verify(
     py.detach(|| payload.verify())
         .map_err(crate::errors::Error::from)?;
     Ok(())
+}
+
+/// How many frames of a contiguous payload are compressed, read from its header alone (no frame
+/// is read and no frame checksum computed, so a mapped file stays unread): None when the header
+/// cannot be read (not a payload, truncated: `loads` says why). `freight.load(mmap=True)` and
+/// `Store.load(mmap=True)` warn with it that compressed frames cannot be mapped.
+#[pyfunction]
+pub fn compressed_frames(data: &Bound<'_, PyAny>) -> Option<usize> {
+    let buf = RawBuffer::simple(data).ok()?;
+    let header = envelope::parse_header(buf.as_slice(), &Limits::default()).ok()?;
+    Some(
+        header
+            .frames
+            .iter()
+            .filter(|frame| frame.codec != codec::NONE)
+            .count(),
+    )
 }

@@ -42,6 +42,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(encode::dispatch::_registry_changed, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect::compressed_frames, m)?)?;
     m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_loads, m)?)?;
