@@ -25,6 +25,7 @@ __all__ = ["write_payload", "read_payload", "compressed_frames", "mapped_compres
 # Paths at least this large are memory-mapped by read_payload rather than read.
 MMAP_MIN = 1 << 20
 
+
 def write_payload(data: Any, file: str | os.PathLike[str] | IO[bytes]) -> None:
     """Writes ``data`` (a payload from ``dumps``) to a path, atomically (a temporary file in the
     same folder, then a rename), or to a binary file object."""
