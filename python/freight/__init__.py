@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 from freight._api import (
+    DEFAULT,
     Freight,
+    FreightOptions,
     dump,
     dumps,
     dumps_frames,
@@ -44,6 +46,8 @@ from freight.registry import Registry
 __all__ = [
     "__version__",
     "Freight",
+    "DEFAULT",
+    "FreightOptions",
     "Registry",
     "dumps",
     "loads",

@@ -49,6 +49,7 @@ def codec_option_error(exc: TypeError, public: str, method: str, extra: Iterable
 
 
 __all__ = [
+    "DEFAULT",
     "Freight",
     "FreightOptions",
     "dumps",
@@ -318,7 +319,8 @@ class Freight:
     def replace(self, **changes: Any) -> Freight:
         """A new :class:`Freight` with these options changed, the others as here, over the same
         registry layer (``registry=`` to give another): ``f.replace(allow_pickle=False)``.
-        Equal to this one when nothing changes.
+        This one itself when nothing changes, so ``freight.DEFAULT.replace(**options)`` is the
+        default codec unless ``options`` say otherwise.
 
         Raises:
             OptionError: a name that is not an option of :class:`Freight`.
@@ -326,6 +328,8 @@ class Freight:
         for name in changes:
             if name not in _NAMES and name != "registry":
                 raise OptionError.unexpected("Freight.replace", name, [*_NAMES, "registry"])
+        if not changes:
+            return self
         registry = changes.pop("registry", self.registry)
         return type(self)(registry=registry, **{**self._opts.as_dict(), **changes})
 
@@ -433,6 +437,9 @@ def _rebuild(cls: type[Freight], options: dict[str, Any], registry: Registry) ->
 
 
 _DEFAULT = Freight(registry=GLOBAL)
+#: The Freight behind the module-level functions (``freight.dumps`` is ``DEFAULT.dumps``): default
+#: options over the global registry. Integrations derive theirs with ``DEFAULT.replace(**options)``.
+DEFAULT = _DEFAULT
 
 dumps = _DEFAULT.dumps
 loads = _DEFAULT.loads

@@ -283,3 +283,15 @@ def test_options_replace_and_pickle():
         o.replace(max_sise=1)
     assert pickle.loads(pickle.dumps(o)) == o and copy.deepcopy(o) == o
     assert o != o.as_dict() and o != tuple(o.as_dict().values())
+
+
+def test_default_is_the_codec_behind_the_module_functions() -> None:
+    # Integrations derive their codec with DEFAULT.replace(**options): with no options that is
+    # DEFAULT itself (its registry is the global one, and it pickles by reference).
+    assert freight.DEFAULT.replace() is freight.DEFAULT
+    assert freight.dumps == freight.DEFAULT.dumps and freight.loads == freight.DEFAULT.loads
+    assert freight.DEFAULT.options == freight.Freight().options
+    assert pickle.loads(pickle.dumps(freight.DEFAULT)) is freight.DEFAULT
+    lz4 = freight.DEFAULT.replace(compression="lz4")
+    assert lz4 is not freight.DEFAULT and lz4.registry is freight.DEFAULT.registry
+    assert isinstance(lz4.options, freight.FreightOptions)

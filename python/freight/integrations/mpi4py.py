@@ -33,7 +33,6 @@ import threading
 from typing import Any
 
 import freight
-from freight import _api
 
 try:  # mpi4py is an optional dependency (``pip install 'freight[mpi4py]'``, with an MPI library).
     from mpi4py import MPI
@@ -293,7 +292,7 @@ def install(*, zero_copy: bool = False, **options: Any) -> None:
     Raises:
         freight.OptionError: an option :class:`freight.Freight` does not take.
     """
-    codec = freight.Freight(**options) if options else _api._DEFAULT
+    codec = freight.Freight(**options) if options else freight.DEFAULT
     oob = FreightPickle(codec, zero_copy=zero_copy)
     with _LOCK:
         MPI.pickle.__init__(codec.dumps, oob.loads)  # the codec's own dumps: no Python frame

@@ -37,7 +37,6 @@ import threading
 from typing import Any
 
 import freight
-from freight import _api
 
 try:  # Parsl is an optional dependency (``pip install 'freight[parsl]'``).
     from parsl.serialize import facade as _facade
@@ -69,7 +68,7 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
         if not options and os.environ.get("FREIGHT_PARSL_ALLOW_PICKLE", "1") == "0":
             options = {"allow_pickle": False}
         self.options = dict(options)
-        self._codec: freight.Freight = freight.Freight(**options) if options else _api._DEFAULT
+        self._codec: freight.Freight = freight.Freight(**options) if options else freight.DEFAULT
 
     def serialize(self, data: Any) -> bytes:
         out = self._codec.dumps(data)

@@ -74,7 +74,7 @@ class Store(MutableMapping[str, Any]):
 
     def __init__(self, native: Any, *, freight: Freight | None = None, compression: Any = "auto"):
         self._native = native
-        self.freight: Freight = _api._DEFAULT if freight is None else freight
+        self.freight: Freight = _api.DEFAULT if freight is None else freight
         self.compression = compression
         # name -> the adapter of a persistent serializer registered with this store.
         self._adapters: dict[str, Adapter] = {}
