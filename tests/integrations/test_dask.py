@@ -234,20 +234,25 @@ def test_installing_imports_none_of_the_libraries_it_registers_for() -> None:
     script = textwrap.dedent(
         """
         import sys
-        from distributed.protocol.serialize import dask_serialize, serialize_and_split
+        from distributed.protocol.serialize import dask_serialize, merge_and_deserialize, serialize_and_split
         from freight.integrations import dask as fd
         fd.install_local()
         print(sorted(m for m in ("torch", "polars", "pyarrow") if m in sys.modules))
         import torch
+        fd.install_local()  # again, torch imported, its lazy registration not run yet
+        dask_serialize.dispatch(torch.nn.Parameter)  # nothing lazy left to overwrite freight's
+        print(dask_serialize.dispatch(torch.Tensor) in fd._own_handlers)
         big, small = torch.arange(1 << 19, dtype=torch.float64), torch.arange(4.0)
         header, _ = serialize_and_split(big, serializers=("dask", "pickle"))
         print(header["sub-header"]["freight"], fd.stats()["type_dumps"])
-        header, _ = serialize_and_split(small, serializers=("dask", "pickle"))
-        print(header["sub-header"]["freight"], sorted(header["sub-header"]["dask"]) != [])
+        header, frames = serialize_and_split(small, serializers=("dask", "pickle"))
+        print(header["sub-header"]["freight"], "freight" not in header["sub-header"]["dask"])  # not wrapped twice
+        back = merge_and_deserialize(header, [bytearray(f) for f in frames], deserializers=("dask", "pickle"))
+        print(torch.equal(back, small))
         from distributed.protocol import torch as dask_torch  # Dask's handlers ran before freight's
         print(dask_serialize.dispatch(torch.nn.Parameter) is dask_torch.serialize_torch_Parameters)
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split("\n")[:4] == ["[]", "1 1", "0 True", "True"]
+    assert out.stdout.split("\n")[:6] == ["[]", "True", "1 1", "0 True", "True", "True"]

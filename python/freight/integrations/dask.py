@@ -239,6 +239,11 @@ def _register_type(module: str, name: str) -> None:
     toplevel = module.partition(".")[0]
     if toplevel not in sys.modules and _register_lazily(toplevel, module, name):
         return
+    pending = _lazy_registrations.get(toplevel)
+    if pending is not None:
+        # registered lazily by an earlier install and not looked up since: run it now (Dask's own
+        # registration first), or it would run later and overwrite what is registered here
+        pending()
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
@@ -264,6 +269,8 @@ def _register_type(module: str, name: str) -> None:
 
 #: library -> the (module, name) types registered on Dask's first lookup of one of its types
 _pending: dict[str, list[tuple[str, str]]] = {}
+#: library -> the function that registers them (in Dask's lazy tables until it runs)
+_lazy_registrations: dict[str, Callable[[], None]] = {}
 
 
 def _register_lazily(toplevel: str, module: str, name: str) -> bool:
@@ -288,13 +295,16 @@ def _register_lazily(toplevel: str, module: str, name: str) -> bool:
                 previous.append(before)
 
         def register() -> None:
+            _lazy_registrations.pop(toplevel, None)
             for table in tables:  # the first lookup, on either dispatcher, does it for both
-                table.pop(toplevel, None)
+                if table.get(toplevel) is register:
+                    table.pop(toplevel)
             for before in previous:
                 before()
             for pending in _pending.pop(toplevel, ()):
                 _register_type(*pending)
 
+        _lazy_registrations[toplevel] = register
         for dispatch in dispatchers:
             dispatch.register_lazy(toplevel, register)
     if (module, name) not in types:
