@@ -53,7 +53,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import freight
-from freight import _api
 from freight import registry as _registry
 from freight.exceptions import FreightError
 
@@ -88,7 +87,7 @@ TYPES = (
 MIN_BYTES = 1 << 20
 
 _lock = threading.Lock()
-_codec: freight.Freight = _api._DEFAULT
+_codec: freight.Freight = freight.DEFAULT
 _min_bytes = MIN_BYTES
 _registered: set[type] = set()  # the types whose handlers this process replaced
 _counts = {"family_dumps": 0, "family_loads": 0, "type_dumps": 0, "type_loads": 0, "type_passed": 0}
@@ -321,7 +320,7 @@ def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tupl
 
     with _lock:
         # The global registry with these options (a misspelled one: OptionError, with a suggestion).
-        _codec = _api._DEFAULT.replace(**options) if options else _api._DEFAULT
+        _codec = freight.DEFAULT.replace(**options)
         _min_bytes = int(min_bytes)
         register_serialization_family(FAMILY, _family_dumps, _family_loads)
         for module, name in types:
@@ -387,7 +386,7 @@ def install(client: Any, *, types: Iterable[tuple[str, str]] = TYPES, min_bytes:
         FreightError: a worker or the scheduler could not install freight (it names them and why;
             usually freight is not installed there).
     """
-    _api._DEFAULT.replace(**options)  # check the options here, once
+    freight.DEFAULT.replace(**options)  # check the options here, once
     types = tuple(tuple(t) for t in types)
     install_local(options, types=types, min_bytes=min_bytes)
     try:

@@ -46,7 +46,6 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import freight
-from freight import _api
 from freight.exceptions import FreightError
 
 if TYPE_CHECKING:
@@ -85,7 +84,7 @@ class MissingKeyError(FreightError):
 # name -> {"key": bytes | list[bytes] | None, "allow_pickle": bool | None}, set by configure().
 _CONFIG: dict[str, dict[str, Any]] = {}
 # Options (the key included) -> Freight: one codec per configuration per process, built on first use.
-_CODECS: dict[_api.FreightOptions, freight.Freight] = {}
+_CODECS: dict[freight.FreightOptions, freight.Freight] = {}
 _LOCK = threading.Lock()
 
 
@@ -175,7 +174,7 @@ class _StoreCodec:
         self.store = store
         self.options = options
         # Normalised (compression="zstd" and ("zstd", 3) alike): for equality and the codec cache.
-        self._normal = _api.FreightOptions(**options)
+        self._normal = freight.FreightOptions(**options)
         self.signed = bool(signed)
         # proxystore names the deserializer in its error messages with obj.__qualname__.
         self.__qualname__ = type(self).__qualname__
@@ -227,7 +226,7 @@ class _StoreCodec:
             codec = None
         if codec is None:
             # The module-level Freight with these options, over the global registry.
-            codec = _api._DEFAULT.replace(**wanted.as_dict())
+            codec = freight.DEFAULT.replace(**wanted.as_dict())
             with _LOCK:
                 if len(_CODECS) > 64:
                     _CODECS.clear()

@@ -34,7 +34,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import freight
-from freight import _api
 from freight.exceptions import FreightError
 
 __all__ = [
@@ -76,7 +75,7 @@ _INBAND = 4096
 _LOCK = threading.Lock()
 _INSTALLED: dict[type, str] = {}
 # What this process writes with: the module-level Freight, or it with install()'s compression.
-_CODEC: freight.Freight = _api._DEFAULT
+_CODEC: freight.Freight = freight.DEFAULT
 
 
 class RayNotStartedError(FreightError, RuntimeError):
@@ -201,7 +200,7 @@ def install(types: Iterable[str | type] | None = None, *, compression: Any = Non
         )
     global _CODEC
     # Checks the compression here, not at the first put.
-    codec = _api._DEFAULT.replace(compression=compression) if compression is not None else _api._DEFAULT
+    codec = freight.DEFAULT.replace(compression=compression) if compression is not None else freight.DEFAULT
     resolved = _resolve(types)
     with _LOCK:
         _CODEC = codec
@@ -279,7 +278,7 @@ def runtime_env(
         _resolve(names)  # fails here, in the driver, on a bad name or numpy
         env_vars[_ENV_TYPES] = ",".join(names)
     if compression is not None:
-        _api._DEFAULT.replace(compression=compression)  # checks it here, in the driver
+        freight.DEFAULT.replace(compression=compression)  # checks it here, in the driver
         env_vars[_ENV_COMPRESSION] = _compression_to_env(compression)
     if env_vars:
         env["env_vars"] = env_vars

@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import Any
 
 import freight
-from freight import _api
 
 try:  # Scaler is an optional dependency (``pip install freight[scaler]``).
     from scaler.client.serializer.mixins import Serializer as _SerializerBase
@@ -54,7 +53,7 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc,valid-type]
         # The module-level Freight with these options changed, over the global registry: pickled
         # with the serializer as its options and a reference to the workers' global registry
         # (with no options, the module-level one itself, by reference).
-        self._freight: freight.Freight = _api._DEFAULT.replace(**options) if options else _api._DEFAULT
+        self._freight: freight.Freight = freight.DEFAULT.replace(**options)
         self._given = dict(options)  # as given, for options and repr
 
     @property
