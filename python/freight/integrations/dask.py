@@ -320,7 +320,7 @@ def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tupl
 
     with _lock:
         # The global registry with these options (a misspelled one: OptionError, with a suggestion).
-        _codec = freight.DEFAULT.replace(**options)
+        _codec = freight.DEFAULT.replace(**(options or {}))
         _min_bytes = int(min_bytes)
         register_serialization_family(FAMILY, _family_dumps, _family_loads)
         for module, name in types:
