@@ -506,6 +506,13 @@ def _settle_at_exit() -> None:
         else:
             _tracker("unregister", partial)
         del mm
+    # Every loan is settled: the acknowledgement sockets, which live as long as the process, close
+    # here rather than at the interpreter's teardown (where each one is a ResourceWarning).
+    with _LOCK:
+        for sock in (*_ACKS[:1], *_ACK_SENDER):
+            sock.close()
+        _ACKS.clear()
+        _ACK_SENDER.clear()
 
 
 def _short_copy(size: int) -> int:
