@@ -206,7 +206,7 @@ def install(app: Any, *, allow_pickle: bool = False, key: Any = None, **freight_
         # Celery and kombu keep message bodies only as long as decoding takes: views of them would
         # outlive their buffer's owner's intent (and results are decoded from pub/sub messages).
         raise OptionError("install() does not take zero_copy: Celery messages are short-lived buffers; drop it")
-    codec = freight.Freight(allow_pickle=allow_pickle, key=key, **freight_options)
+    codec = freight.DEFAULT.replace(allow_pickle=allow_pickle, key=key, **freight_options)
     with _LOCK:
         _STATE["codec"] = codec
         _STATE["options"] = {"allow_pickle": allow_pickle, "signed": key is not None, **freight_options}

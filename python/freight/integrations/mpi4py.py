@@ -292,7 +292,7 @@ def install(*, zero_copy: bool = False, **options: Any) -> None:
     Raises:
         freight.OptionError: an option :class:`freight.Freight` does not take.
     """
-    codec = freight.Freight(**options) if options else freight.DEFAULT
+    codec = freight.DEFAULT.replace(**options)
     oob = FreightPickle(codec, zero_copy=zero_copy)
     with _LOCK:
         MPI.pickle.__init__(codec.dumps, oob.loads)  # the codec's own dumps: no Python frame

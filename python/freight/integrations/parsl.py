@@ -68,7 +68,7 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
         if not options and os.environ.get("FREIGHT_PARSL_ALLOW_PICKLE", "1") == "0":
             options = {"allow_pickle": False}
         self.options = dict(options)
-        self._codec: freight.Freight = freight.Freight(**options) if options else freight.DEFAULT
+        self._codec: freight.Freight = freight.DEFAULT.replace(**options)
 
     def serialize(self, data: Any) -> bytes:
         out = self._codec.dumps(data)
