@@ -112,7 +112,7 @@ def test_install_sets_the_app(celery):
     conf = celery[0].app.conf
     assert conf.task_serializer == conf.result_serializer == "freight"
     assert list(conf.accept_content) == list(conf.result_accept_content) == ["application/x-freight"]
-    assert fc.installed() == {"allow_pickle": False, "signed": True}
+    assert fc.installed() == {"allow_pickle": False, "signed": True, "large_values": 1 << 20}
 
 
 def test_numpy_pandas_polars_arguments_and_results(celery):
@@ -183,6 +183,81 @@ def test_worker_without_freight(celery, tmp_path):
     assert not mark.exists()
     with pytest.raises(fc.WorkerNotInstalledError, match="freight-plain@"):
         fc.check_workers(tasks.app, timeout=10)
+
+
+def _stored_keys(celery, kind):
+    import redis
+
+    url = celery[0].app.conf.broker_url
+    return sorted(redis.Redis.from_url(url).scan_iter(f"freight:celery:{kind}:*"))
+
+
+def test_large_values_travel_as_redis_values(celery):
+    """An argument and a result over the threshold are redis values of their own (the message holds
+    a reference); the worker deletes the arguments once the task succeeded, the result stays."""
+    import freight.integrations.celery as fc
+
+    tasks, _ = celery
+    arr = np.random.default_rng(3).random(300_000)  # 2.4 MB: over the 1 MiB default
+    before, before_tasks = _stored_keys(celery, "result"), _stored_keys(celery, "task")
+    body = fc.dumps(((arr,), {}, {}))
+    assert body.startswith(b"FREIGHT-CELERY-REF\x01freight:celery:task:") and len(body) < 100
+    np.testing.assert_array_equal(fc.loads(body)[0][0], arr)
+    result = tasks.echo.apply_async((arr,), queue=SIGNED)
+    np.testing.assert_array_equal(result.get(timeout=30), arr)
+    # The worker deletes the arguments after storing the result: its next task's result (a solo
+    # worker runs one task after the other) says it is done. Only the value made by fc.dumps
+    # above, never sent, is left.
+    assert tasks.echo.apply_async((1,), queue=SIGNED).get(timeout=30) == 1
+    assert len(_stored_keys(celery, "result")) == len(before) + 1
+    assert set(_stored_keys(celery, "task")) == {*before_tasks, body[len(b"FREIGHT-CELERY-REF\x01") :]}
+    small = fc.dumps(((b"x" * 1000,), {}, {}))
+    assert small.startswith(b"\x89FRT")  # under the threshold: in the message
+
+
+def test_large_values_refused_like_messages(celery, client_key, tmp_path):
+    """A stored payload is checked as a message is: another key's is refused, and so is a pickle
+    gadget, before anything runs."""
+    import freight.integrations.celery as fc
+
+    tasks, _ = celery
+    big = np.zeros(300_000)
+    mark = tmp_path / "pwned"
+    result = tasks.echo.apply_async(((big, Gadget(mark)),), queue=SIGNED)
+    with pytest.raises(fc.UnsafeMessageError):
+        result.get(timeout=30)
+    assert not mark.exists()
+    client_key(key=b"another-key-0123456789abcdef")
+    with pytest.raises(fc.SignatureMismatchError):
+        tasks.echo.apply_async((big,), queue=SIGNED).get(timeout=30)
+
+
+def test_large_value_references_checked(celery):
+    import freight.integrations.celery as fc
+
+    with pytest.raises(fc.UndecodableMessageError, match="outside freight:celery:"):
+        fc.loads(b"FREIGHT-CELERY-REF\x01celery-task-meta-1234")
+    with pytest.raises(fc.UndecodableMessageError, match="is gone: it expired after its ttl"):
+        fc.loads(b"FREIGHT-CELERY-REF\x01freight:celery:task:" + b"0" * 32)
+
+
+def test_large_values_options(celery):
+    import freight.integrations.celery as fc
+
+    app = celery[0].app
+    try:
+        fc.install(app, key=KEY, large_values=None)
+        assert fc.installed()["large_values"] is None
+        assert fc.dumps(((np.zeros(300_000),), {}, {})).startswith(b"\x89FRT")
+        with pytest.raises(fc.UndecodableMessageError, match="large_values=None"):
+            fc.loads(b"FREIGHT-CELERY-REF\x01freight:celery:task:" + b"0" * 32)
+        fc.install(app, key=KEY, large_values=0, large_values_ttl=5)
+        assert fc.dumps(((1,), {}, {})).startswith(b"FREIGHT-CELERY-REF")
+        for bad in ({"large_values": "1MiB"}, {"large_values": -1}, {"large_values_url": "http://x"}):
+            with pytest.raises(freight.OptionError):
+                fc.install(app, **bad)
+    finally:
+        fc.install(app, key=KEY)
 
 
 def test_install_refuses_unknown_options():

@@ -16,6 +16,11 @@ it, ``celery -A module worker``)::
 so that a worker refuses pickle, YAML and JSON messages alike: the only way in is a freight
 payload, and with ``key=`` a freight payload signed with that key.
 
+Large payloads (1 MiB and more, ``large_values=``) are not put in the message: kombu's redis
+transport would write them as base64 inside JSON. They are stored as their own redis values (the
+broker's redis unless ``large_values_url=`` says otherwise) with an expiry, and the message
+carries a reference (``_celery_values``; docs/integrations/celery.md).
+
 Safe by default: ``allow_pickle=False``, so a message whose payload would run pickle (a custom
 class, a closure, a gadget) is refused before anything in it is decoded. numpy arrays, pandas,
 polars and pyarrow values, datetimes, Decimals, UUIDs and the builtins are encoded natively and
@@ -52,6 +57,7 @@ from freight.exceptions import (
     OptionError,
     UnsafePayloadError,
 )
+from freight.integrations import _celery_values as _values
 
 try:  # Celery and kombu are an optional dependency (``pip install 'freight[celery]'``).
     from celery.exceptions import TimeoutError as _CeleryTimeout
@@ -82,7 +88,7 @@ CONTENT_TYPE = "application/x-freight"
 _LOCK = threading.Lock()
 # The codec kombu's serializer uses. kombu's registry is one per process, so the serializer (and its
 # options: key, allow_pickle) is too: the last install() sets it.
-_STATE: dict[str, Any] = {"codec": None, "options": None}
+_STATE: dict[str, Any] = {"codec": None, "options": None, "values": None}
 
 
 class UnsafeMessageError(UnsafePayloadError, _PassThrough):
@@ -144,10 +150,14 @@ def dumps(obj: Any) -> bytes:
     if codec is None:
         raise FreightError("freight.integrations.celery.install(app) was not called in this process")
     # A protocol 2 task body is (args, kwargs, embed): only the small embed dict can hold signatures.
-    if type(obj) is tuple and len(obj) == 3 and type(obj[2]) is dict and obj[2]:
+    if type(obj) is tuple and len(obj) == 3 and type(obj[2]) is dict and any(obj[2].values()):
         obj = (obj[0], obj[1], _plain(obj[2]))
     data = codec.dumps(obj)
-    return data if type(data) is bytes else bytes(data)
+    data = data if type(data) is bytes else bytes(data)
+    values = _STATE["values"]
+    if values is not None and len(data) >= values.threshold:
+        return values.put(data, is_task=type(obj) is tuple)
+    return data
 
 
 def loads(data: Any) -> Any:
@@ -161,8 +171,11 @@ def loads(data: Any) -> Any:
         )
     if isinstance(data, str):  # transports that hand text over (they should not for a binary type)
         data = data.encode("latin-1")
+    key = None
     try:
-        return codec.loads(data)
+        if _values.is_reference(data):
+            key, data = _stored(data)
+        value = codec.loads(data)
     except FreightError as exc:
         if _looks_like_json(data):
             # A result backend decodes what it reads with its own serializer, whatever wrote it.
@@ -172,6 +185,44 @@ def loads(data: Any) -> Any:
                 "defines the app the worker loads (celery -A module worker), with the same key as here"
             ) from exc
         raise _refusal(exc) from exc
+    if key is not None and _STATE["values"].decoded(key) and not _CONNECTED_POSTRUN:
+        _watch_task_ends()
+    return value
+
+
+_CONNECTED_POSTRUN: list[bool] = []
+
+
+def _watch_task_ends() -> None:
+    """Connects :func:`_on_postrun` once this process has read a task's arguments from redis (a
+    worker): Celery sends ``task_postrun`` to receivers only, so tasks without large values pay
+    nothing for it."""
+    from celery import signals
+
+    with _LOCK:
+        if not _CONNECTED_POSTRUN:
+            signals.task_postrun.connect(_on_postrun, weak=False)
+            _CONNECTED_POSTRUN.append(True)
+
+
+def _stored(body: Any) -> tuple[str, bytes]:
+    """(key, payload) of a message that refers to a value stored in redis."""
+    values = _STATE["values"]
+    if values is None:
+        raise UndecodableMessageError(
+            "a message refers to a payload stored in redis, but this process was installed with "
+            "large_values=None: call freight.integrations.celery.install(app, ...) with the same "
+            "large_values options as the sender"
+        )
+    try:
+        return values.get(body)
+    except FreightError:
+        raise
+    except Exception as exc:  # redis' own errors: connection refused, authentication, ...
+        raise UndecodableMessageError(
+            f"could not read the message's payload from redis at {values.url}: {exc}; check that this "
+            "process reaches the redis server the sender stored it in (large_values_url)"
+        ) from exc
 
 
 def _looks_like_json(data: Any) -> bool:
@@ -179,7 +230,16 @@ def _looks_like_json(data: Any) -> bool:
     return head in (b"{", b"[", b'"')
 
 
-def install(app: Any, *, allow_pickle: bool = False, key: Any = None, **freight_options: Any) -> Any:
+def install(
+    app: Any,
+    *,
+    allow_pickle: bool = False,
+    key: Any = None,
+    large_values: int | None = _values.DEFAULT_THRESHOLD,
+    large_values_url: str | None = None,
+    large_values_ttl: float | None = None,
+    **freight_options: Any,
+) -> Any:
     """Makes freight the task and result serializer of ``app`` (in this process).
 
     Args:
@@ -191,6 +251,17 @@ def install(app: Any, *, allow_pickle: bool = False, key: Any = None, **freight_
         key: signs every message and result (HMAC-SHA256); a worker then refuses anything not
             signed with it (a list ``[new, old]`` accepts both during a rotation, signs with the
             first).
+        large_values: payloads of at least this many bytes (default 1 MiB) are stored in redis as
+            their own values and the message carries a reference: kombu's redis transport would
+            write them into the message as base64 inside JSON, which costs more than serializing
+            (see docs/integrations/celery.md). None keeps every payload in its message. Used when
+            ``large_values_url`` is given or the broker (else the result backend) is redis; with
+            other brokers payloads stay in the message.
+        large_values_url: the redis server for them (default: the broker's, else the result
+            backend's). Clients and workers must reach the same one.
+        large_values_ttl: seconds a stored payload lives at most (default: the app's
+            ``result_expires``, one day unless set). A worker deletes a task's arguments when the
+            task ends and its message is acknowledged; results live this long, as results do.
         **freight_options: other options of :class:`freight.Freight` (``compression``,
             ``checksum``, ``allowed_tags``, ``max_size``, ``strict_versions``, ...).
 
@@ -206,10 +277,23 @@ def install(app: Any, *, allow_pickle: bool = False, key: Any = None, **freight_
         # Celery and kombu keep message bodies only as long as decoding takes: views of them would
         # outlive their buffer's owner's intent (and results are decoded from pub/sub messages).
         raise OptionError("install() does not take zero_copy: Celery messages are short-lived buffers; drop it")
+    if large_values is not None and (type(large_values) is not int or large_values < 0):
+        raise OptionError(f"large_values must be a size in bytes (an int ≥ 0) or None, not {large_values!r}")
     codec = freight.DEFAULT.replace(allow_pickle=allow_pickle, key=key, **freight_options)
+    url = _values.redis_url(app, large_values_url) if large_values is not None else None
+    values = None
+    if url is not None:
+        ttl = large_values_ttl if large_values_ttl is not None else _values.default_ttl(app)
+        values = _values.ValueStore(url, large_values, ttl)
     with _LOCK:
         _STATE["codec"] = codec
-        _STATE["options"] = {"allow_pickle": allow_pickle, "signed": key is not None, **freight_options}
+        _STATE["values"] = values
+        _STATE["options"] = {
+            "allow_pickle": allow_pickle,
+            "signed": key is not None,
+            "large_values": large_values if values is not None else None,
+            **freight_options,
+        }
         registry.register(NAME, dumps, loads, content_type=CONTENT_TYPE, content_encoding="binary")
     app.conf.update(
         task_serializer=NAME,
@@ -244,6 +328,20 @@ def _connect() -> None:
         if not _CONNECTED:
             signals.task_rejected.connect(_on_rejected, weak=False)
             _CONNECTED.append(True)
+
+
+def _on_postrun(sender: Any = None, state: Any = None, **_: Any) -> None:
+    """A task ended on this worker: delete the arguments it read from redis once its message is gone
+    (success; retry, which sends them again; failure when the message is acknowledged)."""
+    values = _STATE["values"]
+    if values is None:
+        return
+    acked_on_failure = not getattr(sender, "acks_late", False) or getattr(sender, "acks_on_failure_or_timeout", True)
+    delete = state in ("SUCCESS", "RETRY") or (state == "FAILURE" and acked_on_failure)
+    try:
+        values.task_ended(delete)
+    except Exception:  # noqa: BLE001 - they expire anyway; a redis hiccup must not stop the worker
+        _LOG.warning("freight: could not delete a finished task's arguments from redis", exc_info=True)
 
 
 def _on_rejected(sender: Any = None, message: Any = None, exc: Any = None, **_: Any) -> None:
