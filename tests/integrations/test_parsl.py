@@ -12,6 +12,8 @@ import pandas as pd
 import polars as pl
 import pytest
 
+import freight
+
 pytest.importorskip("parsl")
 
 pytestmark = pytest.mark.timeout(120)
@@ -112,3 +114,89 @@ def test_closures(htex):
 def test_errors_come_back(htex):
     with pytest.raises(ZeroDivisionError):
         htex.call(lambda x: 1 / x, 0).result(timeout=60)
+
+
+def test_large_values_through_a_store(htex, tmp_path_factory):
+    """With ``large_values_url``, an argument over the threshold is written to the store and the
+    message carries a reference; the worker reads it (deleting it), and sends its large result
+    back the same way, which the submitter reads and deletes: nothing is left behind."""
+    from parsl.serialize import facade
+
+    import freight.integrations.parsl as fp
+    import freight.storage
+
+    folder = tmp_path_factory.mktemp("parsl-values")
+    url = f"file://{folder}"
+    fp.install(large_values_url=url)
+    try:
+        arr = np.random.default_rng(1).random(400_000)  # 3.2 MB: over the 1 MiB default
+        payload = facade.serialize((arr,))
+        assert payload.startswith(fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF\x01" + url.encode()) and len(payload) < 300
+        np.testing.assert_array_equal(facade.deserialize(payload)[0], arr)  # read, and deleted
+        with pytest.raises(freight.DeserializationError, match="is gone: it is deleted once read"):
+            facade.deserialize(payload)
+        futures = [htex.echo(arr * i) for i in range(3)]
+        for i, f in enumerate(futures):
+            np.testing.assert_array_equal(f.result(timeout=60), arr * i)
+        df = pd.DataFrame({"i": np.arange(200_000), "s": [f"r{i % 97}" for i in range(200_000)]})
+        pd.testing.assert_frame_equal(htex.echo(df).result(timeout=60), df)
+        assert htex.echo(5).result(timeout=60) == 5  # small values stay in the message
+        assert freight.storage.open(url).list("freight-parsl/") == []
+    finally:
+        fp.install()
+
+
+def test_large_value_references_checked(htex):
+    from parsl.serialize import facade
+
+    import freight.integrations.parsl as fp
+
+    forged = fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF\x01file:///etc\npasswd"
+    with pytest.raises(freight.DeserializationError, match="not freight's"):
+        facade.deserialize(forged)
+    for bad in ({"large_values_url": "memory://"}, {"large_values_url": "/tmp/x"}, {"large_values": -1}):
+        with pytest.raises(freight.OptionError):
+            fp.install(**bad)
+    assert fp.installed()
+
+
+def test_large_values_automatic_on_a_local_htex(htex):
+    """The default (``large_values_url="auto"``): the module's HTEX runs its workers here, so large
+    payloads go through a folder in /dev/shm, and come back the same way."""
+    from parsl.serialize import facade
+
+    import freight.integrations.parsl as fp
+
+    fp.install()
+    arr = np.random.default_rng(2).random(300_000)
+    payload = facade.serialize((arr,))
+    prefix = fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF\x01file://"
+    assert payload.startswith(prefix) and len(payload) < 300
+    folder = payload[len(prefix) :].split(b"\n")[0].decode()
+    assert os.path.isdir(folder) and (folder.startswith("/dev/shm/") or not os.path.isdir("/dev/shm"))
+    facade.deserialize(payload)
+    np.testing.assert_array_equal(htex.echo(arr).result(timeout=60), arr)
+    assert htex.echo(7).result(timeout=60) == 7
+    fp.install(large_values_url=None)  # in the messages
+    assert not facade.serialize((arr,)).startswith(prefix)
+    np.testing.assert_array_equal(htex.echo(arr).result(timeout=60), arr)
+    fp.install()
+
+
+def test_large_values_stay_in_messages_for_remote_workers():
+    """An executor whose workers may run elsewhere (another launcher) keeps payloads in the
+    messages: a folder of this machine would not reach them."""
+    from parsl.executors import HighThroughputExecutor
+    from parsl.launchers import SrunLauncher
+    from parsl.providers import LocalProvider
+
+    from freight.integrations import _parsl_values
+
+    class Kernel:  # what _workers_here reads of a DataFlowKernel
+        def __init__(self, launcher):
+            self.executors = {"htex": HighThroughputExecutor(provider=LocalProvider(launcher=launcher))}
+
+    assert not _parsl_values._workers_here(Kernel(SrunLauncher()))
+    from parsl.launchers import SingleNodeLauncher
+
+    assert _parsl_values._workers_here(Kernel(SingleNodeLauncher()))

@@ -23,6 +23,13 @@ only; the first freight payload a process decodes also installs freight there fo
 serializing, so that results go back the way the arguments came (``reply_in_kind=False`` in
 :func:`install` leaves workers' results to dill).
 
+Large payloads (1 MiB and more) do not travel inside Parsl's messages, which each hop (submitter,
+interchange, manager, worker) pickles and copies again: they are written once to a freight store
+and the message carries a reference (``_parsl_values``). Where: ``large_values_url`` (a shared
+folder, S3), by default a folder in ``/dev/shm`` when every executor's workers run on this machine
+(a LocalProvider's), else nowhere: in the messages. The reader deletes what it read; the submitter
+removes what nobody read at exit.
+
 Options: ``install(**options)`` passes them to :class:`freight.Freight` for what this process
 writes (``compression``, ``checksum``, ...). What a worker loads with is its own default (pickle
 allowed: Parsl workers run the functions the submitter sends, so refusing pickle there protects
@@ -37,6 +44,7 @@ import threading
 from typing import Any
 
 import freight
+from freight.integrations import _parsl_values as _values
 
 try:  # Parsl is an optional dependency (``pip install 'freight[parsl]'``).
     from parsl.serialize import facade as _facade
@@ -50,7 +58,7 @@ __all__ = ["FreightSerializer", "install", "uninstall", "installed", "IDENTIFIER
 IDENTIFIER = b"freight.integrations.parsl FreightSerializer"
 
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {"reply_in_kind": True}
+_STATE: dict[str, Any] = {"reply_in_kind": True, "large": None, "threshold": _values.DEFAULT_THRESHOLD}
 
 
 class FreightSerializer(_SerializerBase):  # type: ignore[misc]
@@ -72,12 +80,23 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
 
     def serialize(self, data: Any) -> bytes:
         out = self._codec.dumps(data)
-        return out if type(out) is bytes else bytes(out)
+        out = out if type(out) is bytes else bytes(out)
+        large = _STATE["large"]
+        if large == "auto":
+            large = _values.automatic(_STATE["threshold"])
+        if large is not None and len(out) >= large.threshold:
+            return large.put(out)
+        return out
 
     def deserialize(self, body: bytes) -> Any:
         if _STATE["reply_in_kind"] and not installed():
             # A worker decoding its first freight payload: its results go back through freight too.
             install()
+        if body.startswith(_values.MAGIC):
+            body, url, run = _values.read(body)
+            if _STATE["large"] in (None, "auto") and _STATE["reply_in_kind"]:
+                # A worker told nothing of a store: large results go back the way the arguments came.
+                _STATE["large"] = _values.LargeValues(url, _values.DEFAULT_THRESHOLD, run)
         return self._codec.loads(body)
 
     def __repr__(self) -> str:
@@ -85,12 +104,28 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
         return f"{type(self).__name__}({args})"
 
 
-def install(*, reply_in_kind: bool = True, **options: Any) -> FreightSerializer:
+def install(
+    *,
+    reply_in_kind: bool = True,
+    large_values: int = _values.DEFAULT_THRESHOLD,
+    large_values_url: str | None = "auto",
+    **options: Any,
+) -> FreightSerializer:
     """Registers freight as the first data serializer Parsl tries, in this process.
 
     Args:
         reply_in_kind: True (default): a process that decodes a freight payload without having
-            installed freight (a worker) installs it too, so its results travel as freight.
+            installed freight (a worker) installs it too, so its results travel as freight (and,
+            when the arguments came through ``large_values_url``, large results too).
+        large_values: with ``large_values_url``, payloads of at least this many bytes (default
+            1 MiB) are written there and Parsl's messages carry a reference (see
+            docs/integrations/parsl.md: Parsl's own hops copy a payload a dozen times).
+        large_values_url: a freight store every worker can read: ``file://`` a shared folder,
+            ``s3://bucket/prefix``; None: payloads stay in Parsl's messages. ``"auto"`` (default):
+            the environment variable ``FREIGHT_PARSL_LARGE_VALUES_URL`` when set, else a folder
+            in ``/dev/shm`` when every executor of the loaded DataFlowKernel runs its workers on
+            this machine (HighThroughputExecutor, LocalProvider, SingleNodeLauncher), else the
+            messages.
         **options: options of :class:`freight.Freight` for what this process writes.
 
     Returns:
@@ -99,9 +134,19 @@ def install(*, reply_in_kind: bool = True, **options: Any) -> FreightSerializer:
     Raises:
         freight.OptionError: an option :class:`freight.Freight` does not take.
     """
+    if type(large_values) is not int or large_values < 0:
+        raise freight.OptionError(f"large_values must be a size in bytes (an int ≥ 0), not {large_values!r}")
+    # The submitter (given a URL) removes what nobody read at exit; a worker (the environment's
+    # URL) must not: its results may not be read yet when it exits.
+    url = (os.environ.get(_values.ENV_URL) or "auto") if large_values_url == "auto" else large_values_url
+    large: Any = url
+    if url not in (None, "auto"):
+        large = _values.LargeValues(url, large_values, owner=url == large_values_url)
     serializer = FreightSerializer(**options)
     with _LOCK:
         _STATE["reply_in_kind"] = reply_in_kind
+        _STATE["large"] = large
+        _STATE["threshold"] = large_values
         methods = _facade.methods_for_data
         rest = [(k, v) for k, v in methods.items() if k != IDENTIFIER]
         _facade.register_method_for_data(serializer)
@@ -117,6 +162,7 @@ def uninstall() -> None:
     with _LOCK:
         _facade.methods_for_data.pop(IDENTIFIER, None)
         _STATE["reply_in_kind"] = False
+        _STATE["large"] = None
 
 
 def installed() -> bool:

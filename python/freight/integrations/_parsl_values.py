@@ -1,0 +1,146 @@
+"""Large Parsl payloads as objects of a freight store, with only a reference in Parsl's messages.
+
+Why: a HighThroughputExecutor task crosses three processes (submitter, interchange, worker pool
+manager) before it reaches a worker, each hop pickling the message that holds the payload, and
+Parsl joins and splits its buffers with copies on both ends; a result goes back the same way.
+Measured on 64 MiB arrays, those copies are the whole cost: with the payload in the message no
+serializer can do better than about 1.05× dill. A payload over the threshold is instead written
+once to a store every worker can reach (a shared folder, S3) and the message carries
+``MAGIC + url + "\\n" + key``; the reader gets the bytes (a local file is memory-mapped) and
+decodes them with its own codec.
+
+Lifetime: Parsl reads each buffer once (a retried task is serialized again), so the reader deletes
+the object as soon as it has it. What nobody reads (a task cancelled before it ran, a result never
+waited for) lies under ``freight-parsl/<run>/``, which the submitter removes at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+from typing import Any
+
+from freight.exceptions import DeserializationError, FreightError, OptionError
+
+MAGIC = b"FREIGHT-PARSL-REF\x01"
+ROOT = "freight-parsl/"
+DEFAULT_THRESHOLD = 1 << 20
+#: Where a worker without a store of its own writes large results (a store URL), when set.
+ENV_URL = "FREIGHT_PARSL_LARGE_VALUES_URL"
+_SCHEMES = ("file://", "s3://")
+_STORES: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def check_url(url: str) -> str:
+    if not isinstance(url, str) or not url.startswith(_SCHEMES):
+        raise OptionError(
+            f"large_values_url must be a file:// folder every worker can read or an s3:// prefix, not {url!r}"
+        )
+    return url
+
+
+def _store(url: str) -> Any:
+    with _LOCK:
+        store = _STORES.get(url)
+        if store is None:
+            import freight.storage
+
+            store = _STORES[url] = freight.storage.open(url)
+        return store
+
+
+class LargeValues:
+    """Where this process writes payloads of ``threshold`` bytes and more: ``url``, under
+    ``freight-parsl/<run>/``."""
+
+    def __init__(
+        self, url: str, threshold: int, run: str | None = None, owner: bool = False, fallback: bool = False
+    ) -> None:
+        self.url, self.threshold, self.fallback = check_url(url), threshold, fallback
+        self.run = run or os.urandom(8).hex()
+        if owner:  # the submitter: what nobody read is removed when it exits
+            atexit.register(self.remove_run)
+
+    def put(self, payload: bytes) -> bytes:
+        """The reference to ``payload``, written to the store; ``payload`` itself when the store
+        is the automatic one and could not take it (``/dev/shm`` full: a container's is 64 MiB)."""
+        key = f"{ROOT}{self.run}/{os.urandom(12).hex()}"
+        try:
+            _store(self.url).put_bytes(key, payload)
+        except FreightError:
+            if not self.fallback:
+                raise
+            return payload
+        return MAGIC + self.url.encode() + b"\n" + key.encode()
+
+    def remove_run(self) -> None:
+        try:
+            _store(self.url).delete_prefix(f"{ROOT}{self.run}/")
+        except Exception:  # noqa: BLE001 - at exit: a store gone away must not fail the program
+            pass
+
+
+_AUTO: dict[str, Any] = {"dfk": None, "values": None}
+
+
+def automatic(threshold: int) -> LargeValues | None:
+    """``large_values_url="auto"``: a folder in ``/dev/shm`` (else the temporary folder) when every
+    executor of the loaded DataFlowKernel that serializes runs its workers on this machine (a
+    HighThroughputExecutor on a LocalProvider with a SingleNodeLauncher), so that they read what
+    this process writes; else None (payloads in the messages). Decided once per DataFlowKernel."""
+    from parsl.dataflow.dflow import DataFlowKernelLoader
+
+    dfk = DataFlowKernelLoader._dfk
+    if dfk is None:
+        return None
+    with _LOCK:
+        if _AUTO["dfk"] is not dfk:
+            values = None
+            if _workers_here(dfk):
+                root = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+                folder = tempfile.mkdtemp(prefix="freight-parsl-", dir=root)
+                atexit.register(shutil.rmtree, folder, ignore_errors=True)
+                values = LargeValues(f"file://{folder}", threshold, owner=True, fallback=True)
+            _AUTO.update(dfk=dfk, values=values)
+        return _AUTO["values"]
+
+
+def _workers_here(dfk: Any) -> bool:
+    from parsl.executors import HighThroughputExecutor, ThreadPoolExecutor
+    from parsl.launchers import SingleNodeLauncher
+    from parsl.providers import LocalProvider
+
+    serializing = [e for e in dfk.executors.values() if not isinstance(e, ThreadPoolExecutor)]
+    return bool(serializing) and all(
+        isinstance(e, HighThroughputExecutor)
+        and type(e.provider) is LocalProvider
+        and type(getattr(e.provider, "launcher", None)) is SingleNodeLauncher
+        for e in serializing
+    )
+
+
+def read(body: Any) -> tuple[bytes, str, str]:
+    """(payload, store URL, run) of a reference; the stored object is deleted once read."""
+    text = bytes(body[len(MAGIC) :]).decode("utf-8", "replace")
+    url, _, key = text.partition("\n")
+    if not url.startswith(_SCHEMES) or not key.startswith(ROOT) or ".." in key:
+        raise DeserializationError(f"a Parsl message refers to a stored payload that is not freight's ({text[:200]!r})")
+    store = _store(url)
+    try:
+        payload = store.get_bytes(key)
+    except KeyError:
+        raise DeserializationError(
+            f"the payload of this Parsl message, stored at {url} as {key}, is gone: it is deleted once "
+            "read (a second read of one message) or when the submitting program exits"
+        ) from None
+    except FreightError as exc:
+        raise DeserializationError(
+            f"could not read the payload of this Parsl message from {url} ({key}): {exc}; every worker "
+            "must reach the store given as large_values_url"
+        ) from exc
+    store.delete(key)
+    return payload, url, key[len(ROOT) :].partition("/")[0]
