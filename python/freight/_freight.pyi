@@ -181,12 +181,17 @@ class Codec:
         max_size: int | None = None,
         allowed_tags: Sequence[str] | None = None,
         strict_versions: bool | None = None,
+        copy: bool | None = None,
     ) -> Any:
         """Deserializes a payload from any buffer (bytes, bytearray, memoryview, mmap, ...).
 
         Args:
             allow_pickle: False refuses payloads that would run pickle (UnsafePayloadError).
             zero_copy: True returns read-only views of ``data`` for arrays (constant time).
+            copy: True: nothing returned refers to ``data`` (every array and buffer is copied
+                out), so a receive buffer may be reused or freed as soon as this returns. By
+                default arrays may view a writable ``data``, or a read-only one when they were
+                read-only. Contradicts ``zero_copy=True``.
             verify: check frame checksums; default True unless zero_copy.
             key: require a valid signature under this key (or any of a list of keys).
             max_size: largest decompressed frame accepted (default 16 GiB).
@@ -208,6 +213,7 @@ class Codec:
         max_size: int | None = None,
         allowed_tags: Sequence[str] | None = None,
         strict_versions: bool | None = None,
+        copy: bool | None = None,
     ) -> Any:
         """Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame)."""
 

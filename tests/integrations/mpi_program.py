@@ -113,6 +113,18 @@ for name, c in (("inband", comm), ("oob", fm.wrap(comm))):
     sums = c.allgather(float(part.sum()))
     report[f"{name}_allgather"] = bool(abs(sum(sums) - float(arr.sum())) < 1e-3)
 
+# every size class of the in-band receive (a bytes copy, copy=True, a bytearray the arrays view),
+# each checked after the next message reused mpi4py's receive buffer
+sizes = (100, 1_000_000, 3_000_000)  # 800 B, 8 MB, 24 MB
+if rank == 1:
+    for n in sizes:
+        comm.send(np.arange(n, dtype=np.float64), dest=0, tag=8)
+else:
+    got = [comm.recv(source=1, tag=8) for n in sizes]
+    report["inband_sizes"] = all(
+        np.array_equal(g, np.arange(n, dtype=np.float64)) and g.flags.writeable for g, n in zip(got, sizes)
+    )
+
 # what the in-band path puts on the wire is a freight payload
 if rank == 1:
     comm.send(arr.ravel()[:3], dest=0, tag=9)

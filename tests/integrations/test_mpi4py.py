@@ -40,7 +40,7 @@ def test_lowercase_methods_in_band_and_out_of_band():
         "inband_send": True, "inband_writeable": True, "inband_bcast": True,
         "inband_scatter_gather": True, "inband_allgather": True,
         "oob_send": True, "oob_writeable": True, "oob_bcast": True,
-        "oob_scatter_gather": True, "oob_allgather": True,
+        "oob_scatter_gather": True, "oob_allgather": True, "inband_sizes": True,
         "wire_is_freight": True,
     }  # fmt: skip
 

@@ -13,7 +13,7 @@ use crate::decode::{decode, decode_builtins, DecodeCtx, DecodeOptions};
 use crate::encode::compression::{self, StoredFrame};
 use crate::encode::dispatch::DispatchRefs;
 use crate::encode::{encode, Encoded};
-use crate::errors::Result;
+use crate::errors::{Error, Result};
 use crate::options::{self, Compression};
 use crate::parts::PayloadParts;
 
@@ -80,11 +80,20 @@ impl Codec {
         max_size: Option<i128>,
         allowed_tags: Option<&Bound<'_, PyAny>>,
         strict_versions: Option<bool>,
+        copy: Option<bool>,
     ) -> Result<DecodeOptions> {
         let zero_copy = zero_copy.unwrap_or(self.zero_copy);
+        let copy = copy.unwrap_or(false);
+        if copy && zero_copy {
+            return Err(Error::decode(
+                "copy=True and zero_copy=True contradict each other: copy=True copies every array \
+                 out of the input, zero_copy=True views it; pass one",
+            ));
+        }
         Ok(DecodeOptions {
             allow_pickle: allow_pickle.unwrap_or(self.allow_pickle),
             zero_copy,
+            copy,
             // Verifying reads every byte: a zero-copy load skips it unless asked, so that it stays
             // constant-time.
             verify: verify.or(self.verify).unwrap_or(!zero_copy),
@@ -360,7 +369,7 @@ impl Codec {
     }
 
     /// Deserializes a payload from any buffer.
-    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None))]
+    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None, copy=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads<'py>(
         &self,
@@ -373,6 +382,7 @@ impl Codec {
         max_size: Option<i128>,
         allowed_tags: Option<&Bound<'py, PyAny>>,
         strict_versions: Option<bool>,
+        copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let defaults = allow_pickle.is_none()
             && zero_copy.is_none()
@@ -380,7 +390,8 @@ impl Codec {
             && key.is_none()
             && max_size.is_none()
             && allowed_tags.is_none()
-            && strict_versions.is_none();
+            && strict_versions.is_none()
+            && copy.is_none();
         if defaults && self.keys.is_empty() {
             if let Ok(bytes) = data.cast_exact::<PyBytes>() {
                 if let Some(obj) = decode_builtins(py, bytes.as_bytes())? {
@@ -396,13 +407,14 @@ impl Codec {
             max_size,
             allowed_tags,
             strict_versions,
+            copy,
         )?;
         let parts = freight_core::Parts::Single(export_input(data)?);
         Ok(self.decode_parts(py, parts, opts)?)
     }
 
     /// Deserializes a payload given as a list of buffers (the output of `dumps_frames`).
-    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None))]
+    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None, copy=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads_frames<'py>(
         &self,
@@ -415,6 +427,7 @@ impl Codec {
         max_size: Option<i128>,
         allowed_tags: Option<&Bound<'py, PyAny>>,
         strict_versions: Option<bool>,
+        copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = self.decode_options(
             allow_pickle,
@@ -424,6 +437,7 @@ impl Codec {
             max_size,
             allowed_tags,
             strict_versions,
+            copy,
         )?;
         let parts = export_frame_list(frames)?;
         Ok(self.decode_parts(py, parts, opts)?)

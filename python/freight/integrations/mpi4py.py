@@ -58,7 +58,8 @@ _MAGIC = b"\x89FRT"  # how every freight payload starts
 # lengths (int64), then the header; the frames follow together as the second message.
 _OOB_MARK = b"\x89FRTOOB"
 _ALIGN = 64  # where each received frame starts in the receive buffer
-_VIEW_FROM = 64 * 1024  # in-band messages from this size are decoded from a bytearray (see loads)
+_VIEW_FROM = 64 * 1024  # in-band messages from this size are decoded without a bytes copy (see loads)
+_COPY_OUT_BELOW = 16 * 1024 * 1024  # and below this size with copy=True, from it via a bytearray
 _BLOCK = 1 << 30
 _RECEIVING = threading.local()  # (communicator, status, source, tag) of a wrap() receive in progress
 
@@ -88,14 +89,25 @@ class FreightPickle:
 
     def loads(self, data: Any) -> Any:
         # mpi4py frees the receive buffer of a lowercase call as soon as loads returns, whatever
-        # still refers to it, and loads keeps arrays and columns on a writable input: decode from
-        # a copy that lives as long as they do. From 64 KiB a bytearray, which numpy arrays then
-        # view (one copy, as pickle 5 makes; from read-only bytes they would be copied again);
-        # below, bytes, which decode faster (a tiny message costs about what pickle's does).
-        copy = bytearray(data) if len(data) >= _VIEW_FROM else bytes(data)
-        if copy.startswith(_OOB_MARK):
-            return self._receive_frames(copy)
-        return self._decode(copy)
+        # still refers to it: nothing decoded may view it.
+        n = len(data)
+        if n < _VIEW_FROM:  # a bytes copy: builtins decode on freight's fast path from bytes
+            copy = bytes(data)
+            if copy.startswith(_OOB_MARK):
+                return self._receive_frames(copy)
+            return self._decode(copy)
+        if bytes(memoryview(data)[: len(_OOB_MARK)]) == _OOB_MARK:
+            return self._receive_frames(bytes(data))
+        if n < _COPY_OUT_BELOW:
+            # copy=True: each array and column copied out once (a 100k-row DataFrame: 0.86 ms,
+            # against 1.01 ms for a copy of the whole message that the arrays then view).
+            return self._decode(data, copy=True)
+        # Large arrays copied out would be numpy allocations, which numpy advises the kernel to
+        # back with huge pages from 4 MiB; measured in this benchmark's rank processes, where
+        # results accumulate, the kernel's compaction for them stalled 64 MiB loads from 12 ms
+        # to 80 ms. One copy of the whole message into a bytearray (plain pages) that the arrays
+        # view costs a steady 42-50 ms.
+        return self._decode(bytearray(data))
 
     def _receive_frames(self, first: bytes | bytearray) -> Any:
         """The rest of a value a :func:`wrap` communicator sent out of band: ``first`` (its first

@@ -29,6 +29,9 @@ impl AsRef<[u8]> for Input {
 pub struct DecodeOptions {
     pub allow_pickle: bool,
     pub zero_copy: bool,
+    /// Nothing decoded may refer to the input after the call (a receive buffer about to be
+    /// reused): every frame is copied out, views included.
+    pub copy: bool,
     pub verify: bool,
     /// Keys a signature is checked against (any of them); empty: signatures are not required.
     pub keys: Vec<Vec<u8>>,
@@ -332,8 +335,14 @@ impl DecodeCtx {
         !self.opts.zero_copy && !frame.owner().0.readonly()
     }
 
+    /// Whether frames may be handed out as views of the input at all.
+    pub(crate) fn may_view(&self) -> bool {
+        !self.opts.copy
+    }
+
     /// A memoryview of a frame (verified), writable when the input is and zero_copy is off. A
-    /// compressed frame is decompressed into a new (writable) bytearray.
+    /// compressed frame is decompressed into a new (writable) bytearray, and with `copy` every
+    /// frame is copied into one.
     pub fn frame_view<'py>(
         &self,
         py: Python<'py>,
@@ -341,7 +350,7 @@ impl DecodeCtx {
         want_writable: bool,
     ) -> Result<Bound<'py, PyAny>> {
         let frame = self.peek(index)?;
-        if frame.compressed() {
+        if frame.compressed() || self.opts.copy {
             let out = PyByteArray::new(py, &[]);
             out.resize(frame.raw_len())?;
             // SAFETY: a fresh bytearray nobody else references.

@@ -98,8 +98,9 @@ impl<'py> TreeDecoder<'_, 'py> {
         }
         let helper = numpy_helper(py)?;
         // A compressed frame can only be decompressed into a fresh array.
-        let view_ok =
-            !frame.compressed() && (ctx.opts.zero_copy || !spec.writeable || ctx.writable(frame));
+        let view_ok = !frame.compressed()
+            && ctx.may_view()
+            && (ctx.opts.zero_copy || !spec.writeable || ctx.writable(frame));
         if view_ok {
             let writeable = spec.writeable && ctx.writable(frame);
             let buffer = ctx.frame_view(py, index, writeable)?;
