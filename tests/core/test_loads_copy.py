@@ -61,3 +61,13 @@ def test_without_copy_arrays_view_a_writable_input():
 def test_copy_contradicts_zero_copy():
     with pytest.raises(freight.DeserializationError, match="copy=True and zero_copy=True contradict"):
         freight.loads(freight.dumps(np.arange(10)), copy=True, zero_copy=True)
+
+
+@pytest.mark.parametrize("value", [("inc", 5), 6, {"a": [1.5, "x", b"y", None]}], ids=repr)
+def test_copy_decodes_builtins_from_any_buffer(value):
+    """Builtins from a borrowed buffer take the fast path (no bytes copy first) and own their
+    memory: the buffer may change afterwards."""
+    data = bytearray(freight.dumps(value))
+    out = freight.loads(data, copy=True)
+    data[:] = b"\x00" * len(data)
+    assert out == value

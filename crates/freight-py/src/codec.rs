@@ -7,7 +7,7 @@ use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer};
+use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer, RawBuffer};
 use crate::decode::input::{export_frame_list, export_input};
 use crate::decode::{decode, decode_builtins, DecodeCtx, DecodeOptions};
 use crate::encode::compression::{self, StoredFrame};
@@ -390,12 +390,19 @@ impl Codec {
             && key.is_none()
             && max_size.is_none()
             && allowed_tags.is_none()
-            && strict_versions.is_none()
-            && copy.is_none();
+            && strict_versions.is_none();
         if defaults && self.keys.is_empty() {
             if let Ok(bytes) = data.cast_exact::<PyBytes>() {
                 if let Some(obj) = decode_builtins(py, bytes.as_bytes())? {
                     return Ok(obj);
+                }
+            } else if copy == Some(true) && !self.zero_copy {
+                // A borrowed buffer (mpi4py's receive buffer): builtins are decoded into new
+                // objects, so the fast path serves it too, without a bytes copy first.
+                if let Ok(buf) = RawBuffer::get(data, pyo3::ffi::PyBUF_SIMPLE) {
+                    if let Some(obj) = decode_builtins(py, buf.as_slice())? {
+                        return Ok(obj);
+                    }
                 }
             }
         }

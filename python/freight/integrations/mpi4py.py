@@ -58,8 +58,6 @@ _MAGIC = b"\x89FRT"  # how every freight payload starts
 # lengths (int64), then the header; the frames follow together as the second message.
 _OOB_MARK = b"\x89FRTOOB"
 _ALIGN = 64  # where each received frame starts in the receive buffer
-_VIEW_FROM = 64 * 1024  # in-band messages from this size are decoded without a bytes copy (see loads)
-_COPY_OUT_BELOW = 16 * 1024 * 1024  # and below this size with copy=True, from it via a bytearray
 _BLOCK = 1 << 30
 _RECEIVING = threading.local()  # (communicator, status, source, tag) of a wrap() receive in progress
 
@@ -89,25 +87,17 @@ class FreightPickle:
 
     def loads(self, data: Any) -> Any:
         # mpi4py frees the receive buffer of a lowercase call as soon as loads returns, whatever
-        # still refers to it: nothing decoded may view it.
-        n = len(data)
-        if n < _VIEW_FROM:  # a bytes copy: builtins decode on freight's fast path from bytes
-            copy = bytes(data)
-            if copy.startswith(_OOB_MARK):
-                return self._receive_frames(copy)
-            return self._decode(copy)
-        if bytes(memoryview(data)[: len(_OOB_MARK)]) == _OOB_MARK:
-            return self._receive_frames(bytes(data))
-        if n < _COPY_OUT_BELOW:
-            # copy=True: each array and column copied out once (a 100k-row DataFrame: 0.86 ms,
-            # against 1.01 ms for a copy of the whole message that the arrays then view).
+        # still refers to it: copy=True, so that nothing decoded views it. Each array and column
+        # is copied out once, in parallel (a 100k-row DataFrame: 0.86 ms, a 64 MiB array: 21 ms,
+        # against 1.01 ms and 42-50 ms through a copy of the whole message that the arrays then
+        # view), and builtins decode on freight's fast path straight from the buffer (no bytes
+        # copy first: a tiny message costs about what pickle's does).
+        try:
             return self._decode(data, copy=True)
-        # Large arrays copied out would be numpy allocations, which numpy advises the kernel to
-        # back with huge pages from 4 MiB; measured in this benchmark's rank processes, where
-        # results accumulate, the kernel's compaction for them stalled 64 MiB loads from 12 ms
-        # to 80 ms. One copy of the whole message into a bytearray (plain pages) that the arrays
-        # view costs a steady 42-50 ms.
-        return self._decode(bytearray(data))
+        except freight.FreightError:
+            if bytes(memoryview(data)[: len(_OOB_MARK)]) == _OOB_MARK:  # a wrap() value's first message
+                return self._receive_frames(bytes(data))
+            raise
 
     def _receive_frames(self, first: bytes | bytearray) -> Any:
         """The rest of a value a :func:`wrap` communicator sent out of band: ``first`` (its first
