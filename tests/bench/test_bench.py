@@ -342,3 +342,14 @@ def test_engines_summary_scores_targets_and_marks_same_path(tmp_path: Path) -> N
     assert "same path (numpy)" in text and "Not measured: scaler" in text
     engines.plot(list(lines.values()), str(tmp_path / "engines.png"))
     assert (tmp_path / "engines.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_engines_targets_follow_the_engines_issue() -> None:
+    from freight.bench.engines import target
+
+    assert target("closures carrying arrays", "dask") == 1.0  # "must not make them slower"
+    assert target("200k-row frames, worker to worker", "dask") == 0.95
+    assert target("closures carrying arrays", "scaler") == 1.5
+    assert target("tiny tasks", "mpi4py") == 0.95
+    assert target("64 MiB arrays", "celery") == 1.5
+    assert target("64 MiB arrays", "joblib") == 10.0
