@@ -232,6 +232,28 @@ def test_large_values_refused_like_messages(celery, client_key, tmp_path):
         tasks.echo.apply_async((big,), queue=SIGNED).get(timeout=30)
 
 
+def test_a_task_payload_is_fetched_once_for_celery_s_two_decodes(celery):
+    """Celery's worker decodes a task body twice (the request, then the trace): the second decode
+    must not fetch the stored payload from redis again."""
+    import redis
+
+    import freight.integrations.celery as fc
+
+    body = fc.dumps(((np.zeros(300_000),), {}, {}))
+    server = redis.Redis.from_url(celery[0].app.conf.broker_url)
+
+    def gets():
+        return server.info("commandstats").get("cmdstat_get", {}).get("calls", 0)
+
+    before = gets()
+    first, second = fc.loads(body), fc.loads(body)
+    assert gets() - before == 1
+    np.testing.assert_array_equal(first[0][0], second[0][0])
+    fc._STATE["values"].task_ended(delete=True)  # the task ran: the value is deleted, the cache dropped
+    with pytest.raises(fc.UndecodableMessageError, match="is gone"):
+        fc.loads(body)
+
+
 def test_large_value_references_checked(celery):
     import freight.integrations.celery as fc
 

@@ -52,6 +52,7 @@ class ValueStore:
         self._client: Any = None
         self._lock = threading.Lock()
         self._fetched = threading.local()  # the task-argument keys decoded by this thread's task
+        self._recent: tuple[str, bytes] | None = None  # the last task payload fetched (see get)
 
     def client(self) -> Any:
         # redis-py's pool notices a fork and reconnects, so one client serves prefork children too
@@ -74,6 +75,9 @@ class ValueStore:
         key = bytes(memoryview(body)[len(MAGIC) :]).decode("ascii", "replace")
         if not key.startswith(PREFIX) or len(key) > 100:
             raise DeserializationError(f"a message refers to a stored value outside {PREFIX}*: refused")
+        recent = self._recent
+        if recent is not None and recent[0] == key:
+            return recent  # the worker's second decode of the same body: no second GET
         payload = self.client().get(key)
         if payload is None:
             raise DeserializationError(
@@ -81,6 +85,11 @@ class ValueStore:
                 f"({self.ttl} s; pass install(app, large_values_ttl=...) to keep values longer, e.g. for "
                 "tasks scheduled further ahead), or the task already ran and its arguments were deleted"
             )
+        if key.startswith(_TASK):
+            # Celery's worker decodes a task body twice (the request, then the trace): keep the
+            # last task payload fetched until its task ends, so that the second decode is free
+            # (with prefork, the parent decodes the request and keeps one payload until the next).
+            self._recent = (key, payload)
         return key, payload
 
     def decoded(self, key: str) -> bool:
@@ -101,6 +110,9 @@ class ValueStore:
         if not keys:
             return
         self._fetched.keys = []
+        recent = self._recent
+        if recent is not None and recent[0] in keys:
+            self._recent = None
         if delete:
             self.client().delete(*keys)
 
