@@ -232,26 +232,16 @@ def test_large_values_refused_like_messages(celery, client_key, tmp_path):
         tasks.echo.apply_async((big,), queue=SIGNED).get(timeout=30)
 
 
-def test_a_task_payload_is_fetched_once_for_celery_s_two_decodes(celery):
-    """Celery's worker decodes a task body twice (the request, then the trace): the second decode
-    must not fetch the stored payload from redis again."""
-    import redis
-
-    import freight.integrations.celery as fc
-
-    body = fc.dumps(((np.zeros(300_000),), {}, {}))
-    server = redis.Redis.from_url(celery[0].app.conf.broker_url)
-
-    def gets():
-        return server.info("commandstats").get("cmdstat_get", {}).get("calls", 0)
-
-    before = gets()
-    first, second = fc.loads(body), fc.loads(body)
-    assert gets() - before == 1
-    np.testing.assert_array_equal(first[0][0], second[0][0])
-    fc._STATE["values"].task_ended(delete=True)  # the task ran: the value is deleted, the cache dropped
-    with pytest.raises(fc.UndecodableMessageError, match="is gone"):
-        fc.loads(body)
+def test_a_waiting_task_keeps_its_stored_arguments(celery):
+    """A countdown task's body is decoded when it arrives and waits in the worker; tasks that run
+    meanwhile on the same (solo) worker must not delete its stored arguments."""
+    tasks, _ = celery
+    late = np.random.default_rng(5).random(200_000)
+    waiting = tasks.echo.apply_async((late,), queue=SIGNED, countdown=3)
+    others = [tasks.echo.apply_async((np.full(200_000, float(i)),), queue=SIGNED) for i in range(3)]
+    for i, r in enumerate(others):
+        np.testing.assert_array_equal(r.get(timeout=30), np.full(200_000, float(i)))
+    np.testing.assert_array_equal(waiting.get(timeout=60), late)
 
 
 def test_large_value_references_checked(celery):

@@ -51,8 +51,7 @@ class ValueStore:
         self.url, self.threshold, self.ttl = url, threshold, max(1, int(ttl))
         self._client: Any = None
         self._lock = threading.Lock()
-        self._fetched = threading.local()  # the task-argument keys decoded by this thread's task
-        self._recent: tuple[str, bytes] | None = None  # the last task payload fetched (see get)
+        self._thread = threading.local()  # .last, .running: see decoded()
 
     def client(self) -> Any:
         # redis-py's pool notices a fork and reconnects, so one client serves prefork children too
@@ -75,9 +74,6 @@ class ValueStore:
         key = bytes(memoryview(body)[len(MAGIC) :]).decode("ascii", "replace")
         if not key.startswith(PREFIX) or len(key) > 100:
             raise DeserializationError(f"a message refers to a stored value outside {PREFIX}*: refused")
-        recent = self._recent
-        if recent is not None and recent[0] == key:
-            return recent  # the worker's second decode of the same body: no second GET
         payload = self.client().get(key)
         if payload is None:
             raise DeserializationError(
@@ -85,36 +81,30 @@ class ValueStore:
                 f"({self.ttl} s; pass install(app, large_values_ttl=...) to keep values longer, e.g. for "
                 "tasks scheduled further ahead), or the task already ran and its arguments were deleted"
             )
-        if key.startswith(_TASK):
-            # Celery's worker decodes a task body twice (the request, then the trace): keep the
-            # last task payload fetched until its task ends, so that the second decode is free
-            # (with prefork, the parent decodes the request and keeps one payload until the next).
-            self._recent = (key, payload)
         return key, payload
 
-    def decoded(self, key: str) -> bool:
-        """The payload under ``key`` was decoded. Returns whether it is a task's arguments: this
-        thread's task is about to run with them (see :meth:`task_ended`)."""
-        if not key.startswith(_TASK):
-            return False
-        keys = getattr(self._fetched, "keys", None)
-        if keys is None:
-            keys = self._fetched.keys = []
-        keys.append(key)
-        return True
+    # Which stored arguments belong to which task. Celery's worker decodes a body when it makes the
+    # request (in the consumer, also for tasks that then wait for their ETA) and again in the trace,
+    # right before ``task_prerun`` in the thread (or pool process) that runs the task. So: every
+    # decode notes the stored task payload it read, or none; ``task_prerun`` claims the last note
+    # of its thread for the task that starts; ``task_postrun`` deletes what its task claimed.
+
+    def decoded(self, key: str | None) -> None:
+        """A body was decoded in this thread, from the stored value ``key`` (None: in the message)."""
+        self._thread.last = key if key is not None and key.startswith(_TASK) else None
+
+    def task_started(self) -> None:
+        """``task_prerun``: the task starting in this thread runs with the last decode's arguments."""
+        self._thread.running = getattr(self._thread, "last", None)
+        self._thread.last = None
 
     def task_ended(self, delete: bool) -> None:
-        """The task run by this thread has ended: forget its argument keys, deleting them if its
-        message is gone (so that nothing could read them again)."""
-        keys = getattr(self._fetched, "keys", None)
-        if not keys:
-            return
-        self._fetched.keys = []
-        recent = self._recent
-        if recent is not None and recent[0] in keys:
-            self._recent = None
-        if delete:
-            self.client().delete(*keys)
+        """``task_postrun``: the task of this thread has ended; its stored arguments are deleted if
+        its message is gone (so that nothing could read them again)."""
+        key = getattr(self._thread, "running", None)
+        self._thread.running = None
+        if key is not None and delete:
+            self.client().delete(key)
 
 
 def redis_url(app: Any, url: str | None) -> str | None:

@@ -185,8 +185,11 @@ def loads(data: Any) -> Any:
                 "defines the app the worker loads (celery -A module worker), with the same key as here"
             ) from exc
         raise _refusal(exc) from exc
-    if key is not None and _STATE["values"].decoded(key) and not _CONNECTED_POSTRUN:
-        _watch_task_ends()
+    values = _STATE["values"]
+    if values is not None:
+        values.decoded(key)
+        if key is not None and not _CONNECTED_POSTRUN:
+            _watch_task_ends()
     return value
 
 
@@ -194,15 +197,22 @@ _CONNECTED_POSTRUN: list[bool] = []
 
 
 def _watch_task_ends() -> None:
-    """Connects :func:`_on_postrun` once this process has read a task's arguments from redis (a
-    worker): Celery sends ``task_postrun`` to receivers only, so tasks without large values pay
-    nothing for it."""
+    """Connects :func:`_on_prerun` and :func:`_on_postrun` once this process has read a stored
+    payload (a worker): Celery sends those signals to receivers only, so tasks without large
+    values pay nothing for them."""
     from celery import signals
 
     with _LOCK:
         if not _CONNECTED_POSTRUN:
+            signals.task_prerun.connect(_on_prerun, weak=False)
             signals.task_postrun.connect(_on_postrun, weak=False)
             _CONNECTED_POSTRUN.append(True)
+
+
+def _on_prerun(**_: Any) -> None:
+    values = _STATE["values"]
+    if values is not None:
+        values.task_started()
 
 
 def _stored(body: Any) -> tuple[str, bytes]:
@@ -332,12 +342,12 @@ def _connect() -> None:
 
 def _on_postrun(sender: Any = None, state: Any = None, **_: Any) -> None:
     """A task ended on this worker: delete the arguments it read from redis once its message is gone
-    (success; retry, which sends them again; failure when the message is acknowledged)."""
+    (success; retry, which sends them again; ignored; failure when the message is acknowledged)."""
     values = _STATE["values"]
     if values is None:
         return
     acked_on_failure = not getattr(sender, "acks_late", False) or getattr(sender, "acks_on_failure_or_timeout", True)
-    delete = state in ("SUCCESS", "RETRY") or (state == "FAILURE" and acked_on_failure)
+    delete = state in ("SUCCESS", "RETRY", "IGNORED") or (state == "FAILURE" and acked_on_failure)
     try:
         values.task_ended(delete)
     except Exception:  # noqa: BLE001 - they expire anyway; a redis hiccup must not stop the worker
