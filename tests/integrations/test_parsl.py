@@ -200,3 +200,21 @@ def test_large_values_stay_in_messages_for_remote_workers():
     from parsl.launchers import SingleNodeLauncher
 
     assert _parsl_values._workers_here(Kernel(SingleNodeLauncher()))
+
+
+def test_large_results_leave_the_submitter_s_options_alone(htex):
+    """A stored result read by the submitter does not replace its own options (threshold,
+    automatic store): only a worker adopts the store its arguments came through."""
+    from parsl.serialize import facade
+
+    import freight.integrations.parsl as fp
+
+    fp.install(large_values=8 << 20)
+    try:
+        big = np.random.default_rng(4).random(10 << 17)  # 10 MiB: stored, and so is the echo
+        np.testing.assert_array_equal(htex.echo(big).result(timeout=60), big)
+        medium = np.zeros(300_000)  # 2.4 MB: under this submitter's 8 MiB
+        assert not facade.serialize((medium,)).startswith(fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF")
+        assert fp._STATE["large"] == "auto" and fp._STATE["threshold"] == 8 << 20
+    finally:
+        fp.install()

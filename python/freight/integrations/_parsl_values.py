@@ -54,13 +54,10 @@ def _store(url: str) -> Any:
 
 
 class LargeValues:
-    """Where this process writes payloads of ``threshold`` bytes and more: ``url``, under
-    ``freight-parsl/<run>/``."""
+    """Where this process writes its large payloads: ``url``, under ``freight-parsl/<run>/``."""
 
-    def __init__(
-        self, url: str, threshold: int, run: str | None = None, owner: bool = False, fallback: bool = False
-    ) -> None:
-        self.url, self.threshold, self.fallback = check_url(url), threshold, fallback
+    def __init__(self, url: str, run: str | None = None, owner: bool = False, fallback: bool = False) -> None:
+        self.url, self.fallback = check_url(url), fallback
         self.run = run or os.urandom(8).hex()
         if owner:  # the submitter: what nobody read is removed when it exits
             atexit.register(self.remove_run)
@@ -87,7 +84,7 @@ class LargeValues:
 _AUTO: dict[str, Any] = {"dfk": None, "values": None}
 
 
-def automatic(threshold: int) -> LargeValues | None:
+def automatic() -> LargeValues | None:
     """``large_values_url="auto"``: a folder in ``/dev/shm`` (else the temporary folder) when every
     executor of the loaded DataFlowKernel that serializes runs its workers on this machine (a
     HighThroughputExecutor on a LocalProvider with a SingleNodeLauncher), so that they read what
@@ -104,7 +101,7 @@ def automatic(threshold: int) -> LargeValues | None:
                 root = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
                 folder = tempfile.mkdtemp(prefix="freight-parsl-", dir=root)
                 atexit.register(shutil.rmtree, folder, ignore_errors=True)
-                values = LargeValues(f"file://{folder}", threshold, owner=True, fallback=True)
+                values = LargeValues(f"file://{folder}", owner=True, fallback=True)
             _AUTO.update(dfk=dfk, values=values)
         return _AUTO["values"]
 

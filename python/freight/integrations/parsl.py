@@ -58,7 +58,13 @@ __all__ = ["FreightSerializer", "install", "uninstall", "installed", "IDENTIFIER
 IDENTIFIER = b"freight.integrations.parsl FreightSerializer"
 
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {"reply_in_kind": True, "large": None, "threshold": _values.DEFAULT_THRESHOLD}
+# large: a LargeValues, "auto" or None; implicit: install() ran because a payload arrived (a worker)
+_STATE: dict[str, Any] = {
+    "reply_in_kind": True,
+    "large": None,
+    "threshold": _values.DEFAULT_THRESHOLD,
+    "implicit": False,
+}
 
 
 class FreightSerializer(_SerializerBase):  # type: ignore[misc]
@@ -81,10 +87,10 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
     def serialize(self, data: Any) -> bytes:
         out = self._codec.dumps(data)
         out = out if type(out) is bytes else bytes(out)
-        large = _STATE["large"]
+        large, threshold = _STATE["large"], _STATE["threshold"]
         if large == "auto":
-            large = _values.automatic(_STATE["threshold"])
-        if large is not None and len(out) >= large.threshold:
+            large = _values.automatic()
+        if large is not None and len(out) >= threshold:
             return large.put(out)
         return out
 
@@ -92,11 +98,14 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
         if _STATE["reply_in_kind"] and not installed():
             # A worker decoding its first freight payload: its results go back through freight too.
             install()
+            _STATE["implicit"] = True
         if body.startswith(_values.MAGIC):
             body, url, run = _values.read(body)
-            if _STATE["large"] in (None, "auto") and _STATE["reply_in_kind"]:
-                # A worker told nothing of a store: large results go back the way the arguments came.
-                _STATE["large"] = _values.LargeValues(url, _values.DEFAULT_THRESHOLD, run)
+            if _STATE["implicit"] and _STATE["large"] in (None, "auto"):
+                # A worker told nothing of a store: large results go back the way the arguments
+                # came. Never in a process that called install() itself (the submitter): its
+                # options stand.
+                _STATE["large"] = _values.LargeValues(url, run)
         return self._codec.loads(body)
 
     def __repr__(self) -> str:
@@ -141,12 +150,13 @@ def install(
     url = (os.environ.get(_values.ENV_URL) or "auto") if large_values_url == "auto" else large_values_url
     large: Any = url
     if url not in (None, "auto"):
-        large = _values.LargeValues(url, large_values, owner=url == large_values_url)
+        large = _values.LargeValues(url, owner=url == large_values_url)
     serializer = FreightSerializer(**options)
     with _LOCK:
         _STATE["reply_in_kind"] = reply_in_kind
         _STATE["large"] = large
         _STATE["threshold"] = large_values
+        _STATE["implicit"] = False
         methods = _facade.methods_for_data
         rest = [(k, v) for k, v in methods.items() if k != IDENTIFIER]
         _facade.register_method_for_data(serializer)
