@@ -138,50 +138,11 @@ def from_frame(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], fortran: bo
 
 
 def empty(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> np.ndarray:
-    """A fresh array for a copying decode, on ordinary pages (see :func:`_ordinary_pages`)."""
+    """A fresh array for a copying decode (the decoder takes numpy's huge-page advice back for
+    large ones before copying: freight-core's ``memory::advise_ordinary_pages``)."""
     if dtype.itemsize == 0:
         return _zero_itemsize(dtype, shape, fortran)
-    arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
-    if arr.nbytes >= _HUGE_PAGES_FROM:
-        _ordinary_pages(arr)
-    return arr
-
-
-#: numpy advises the kernel to back allocations from this size with transparent huge pages.
-_HUGE_PAGES_FROM = 4 << 20
-_MADV_NOHUGEPAGE = 15
-_LIBC: list[Any] = []
-
-
-def _ordinary_pages(arr: np.ndarray) -> None:
-    """Takes back numpy's huge-page advice for a fresh array, before anything touches it.
-
-    Where the kernel compacts memory on a fault for advised regions (``defrag`` = ``madvise``, a
-    common default), a long-lived worker's fragmented memory made each 64 MiB decode stall: in the
-    Scaler and mpi4py benchmarks freight's array loads took 12-80 ms against a steady 25 ms on
-    ordinary pages, and Scaler's 64 MiB row went from 0.92x to 0.71x pickle (whose arrays live in
-    bytearrays, never advised). Linux only; elsewhere nothing to do."""
-    if not _LIBC:
-        try:
-            import ctypes
-            import mmap
-            import sys
-
-            libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-            madvise = libc.madvise if libc is not None else None
-            if madvise is not None:
-                madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-            _LIBC.append((madvise, mmap.PAGESIZE))
-        except (OSError, AttributeError):
-            _LIBC.append((None, 0))
-    madvise, page = _LIBC[0]
-    if madvise is None:
-        return
-    start = arr.ctypes.data
-    first = -start % page + start
-    end = (start + arr.nbytes) // page * page
-    if end > first:
-        madvise(first, end - first, _MADV_NOHUGEPAGE)  # advice only: a failure changes nothing
+    return np.empty(shape, dtype=dtype, order="F" if fortran else "C")
 
 
 def _zero_itemsize(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> np.ndarray:

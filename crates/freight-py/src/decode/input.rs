@@ -335,11 +335,6 @@ impl DecodeCtx {
         !self.opts.zero_copy && !frame.owner().0.readonly()
     }
 
-    /// Whether frames may be handed out as views of the input at all.
-    pub(crate) fn may_view(&self) -> bool {
-        !self.opts.copy
-    }
-
     /// A memoryview of a frame (verified), writable when the input is and zero_copy is off. A
     /// compressed frame is decompressed into a new (writable) bytearray, and with `copy` every
     /// frame is copied into one.

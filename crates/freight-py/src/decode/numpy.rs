@@ -99,7 +99,7 @@ impl<'py> TreeDecoder<'_, 'py> {
         let helper = numpy_helper(py)?;
         // A compressed frame can only be decompressed into a fresh array.
         let view_ok = !frame.compressed()
-            && ctx.may_view()
+            && !ctx.opts.copy
             && (ctx.opts.zero_copy || !spec.writeable || ctx.writable(frame));
         if view_ok {
             let writeable = spec.writeable && ctx.writable(frame);
@@ -115,7 +115,9 @@ impl<'py> TreeDecoder<'_, 'py> {
             .decoding("a numpy array")?;
         let dst = RawBuffer::get(&arr, ffi::PyBUF_WRITABLE | ffi::PyBUF_ANY_CONTIGUOUS)?;
         // SAFETY: a fresh array nobody else references; the export is writable and contiguous.
-        ctx.copy_frame(py, index, unsafe { dst.as_mut_slice() })?;
+        let out = unsafe { dst.as_mut_slice() };
+        freight_core::memory::advise_ordinary_pages(out);
+        ctx.copy_frame(py, index, out)?;
         drop(dst);
         Ok(arr)
     }
