@@ -519,10 +519,21 @@ def _warm_up() -> None:
     ``zoneinfo.ZoneInfo`` imports zoneinfo, about 2 ms: most of a first ``dumps``), the probe of
     this thread's stack limits that nested values need (glibc reads /proc/self/maps: 0.2-0.3 ms
     with numpy loaded), and freight's numpy module when numpy is already imported (its first
-    array, 0.35 ms). Other threads probe their own stack on their first nested value."""
-    _DEFAULT.loads(_DEFAULT.dumps([[datetime.date(2000, 1, 1)]]))
-    if "numpy" in sys.modules:
-        import freight.serializers.numpy  # noqa: F401
+    array, 0.35 ms). Other threads probe their own stack on their first nested value.
+
+    Nothing here is needed: ``import freight`` never fails because of it (issue 30). A library
+    that cannot be imported, even one blocked with ``sys.modules["numpy"] = None`` (the usual way
+    to test a missing dependency, which leaves the name in sys.modules), is left to the first
+    call that meets one of its objects."""
+    try:
+        _DEFAULT.loads(_DEFAULT.dumps([[datetime.date(2000, 1, 1)]]))
+    except Exception:  # noqa: BLE001, S110 - a warm-up only: the first call does it again, and says why
+        pass
+    if sys.modules.get("numpy") is not None:  # imported, and not blocked (None)
+        try:
+            import freight.serializers.numpy  # noqa: F401
+        except Exception:  # noqa: BLE001, S110 - a half-imported or broken numpy: the first array says why
+            pass
 
 
 _warm_up()

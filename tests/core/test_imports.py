@@ -110,3 +110,94 @@ def test_import_freight_runs_only_the_core():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == CORE
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 30: ``import freight`` never depends on an optional module being importable
+# --------------------------------------------------------------------------------------------
+
+# Blocks the modules named in argv[1] the usual way a test makes a library missing (a None in
+# sys.modules: any import of it raises ImportError, yet its name *is* in sys.modules), then
+# imports freight and round-trips builtin values, stdlib values with lazily registered
+# serializers (OrderedDict, deque, memoryview) and, unless cloudpickle is blocked, a lambda.
+_BLOCKED = """
+import sys
+blocked = sys.argv[1].split(",")
+for name in blocked:
+    sys.modules[name] = None
+import collections, datetime, decimal
+import freight
+value = {
+    "when": datetime.datetime(2024, 1, 2, 3, 4, 5), "items": [1, 2.5, "x", b"y", None, (True, 3j)],
+    "d": decimal.Decimal("1.5"), "od": collections.OrderedDict(a=1), "dq": collections.deque([1, 2]),
+    "mv": memoryview(b"ab"), "s": {1, 2}, "c": collections.Counter("aab"),
+}
+back = freight.loads(freight.dumps(value))
+assert back == value and type(back["od"]) is collections.OrderedDict and type(back["dq"]) is collections.deque
+plain = {k: v for k, v in value.items() if k not in ("dq", "c")}  # deque and Counter travel as pickle
+assert freight.loads(freight.dumps(plain), allow_pickle=False) == plain
+if "cloudpickle" not in blocked:
+    assert freight.loads(freight.dumps(lambda x: x + 1))(1) == 2
+for name in blocked:
+    assert sys.modules[name] is None, name + " was imported after all"
+print("ok")
+"""
+
+OPTIONAL = ["numpy", "pandas", "pyarrow", "polars", "scipy", "torch", "tensorflow", "xarray", "cloudpickle", "zoneinfo"]
+
+
+def _run_blocked(blocked: list[str], script: str = _BLOCKED) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", script, ",".join(blocked)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+@pytest.mark.parametrize("blocked", [[name] for name in OPTIONAL] + [OPTIONAL], ids=[*OPTIONAL, "all"])
+def test_import_freight_works_with_an_optional_library_blocked(blocked):
+    """Issue 30: ``_api._warm_up`` tested ``"numpy" in sys.modules``, true for a blocked numpy,
+    and imported freight's numpy module: ``import freight`` raised ImportError."""
+    proc = _run_blocked(blocked)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", f"blocked {blocked}:\n{proc.stderr[-3000:]}"
+
+
+# The libraries whose serializers freight registers on first use, each with a dependency blocked:
+# what still imports works, and what needs the blocked one says so.
+_LAZY = """
+import sys
+blocked = sys.argv[1].split(",")
+for name in blocked:
+    sys.modules[name] = None
+import freight
+import numpy as np
+arr = np.ma.masked_array([1.0, 2.0, 3.0], mask=[False, True, False])
+out = freight.loads(freight.dumps({"a": np.arange(5), "m": arr}))
+assert (out["a"] == np.arange(5)).all() and (out["m"].mask == arr.mask).all()
+if "pandas" not in blocked:
+    import pandas as pd
+    df = pd.DataFrame({"x": np.arange(3), "s": ["a", "b", None]})
+    pd.testing.assert_frame_equal(freight.loads(freight.dumps(df)), df)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("blocked", [["pandas"], ["pyarrow"], ["scipy", "torch", "polars", "pyarrow", "xarray"]])
+def test_lazily_registered_serializers_work_with_a_library_blocked(blocked):
+    pytest.importorskip("numpy")
+    proc = _run_blocked(blocked, _LAZY)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", f"blocked {blocked}:\n{proc.stderr[-3000:]}"
+
+
+def test_import_freight_works_with_numpy_blocked_after_numpy_was_imported():
+    """numpy imported, then blocked (a test that hides it after the fact): import freight does
+    not import freight.serializers.numpy from the None left in sys.modules."""
+    script = (
+        "import sys, numpy\nsys.modules['numpy'] = None\n"
+        "import freight\nassert freight.loads(freight.dumps([1])) == [1]\nprint('ok')"
+    )
+    pytest.importorskip("numpy")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
