@@ -282,3 +282,173 @@ def test_errors_pickle_and_unpickle():
         err = cls("something went wrong")
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is cls and str(back) == "something went wrong"
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 30: a value pickle cannot take names the entry that failed, with advice for its kind
+# --------------------------------------------------------------------------------------------
+
+
+class _Holder:
+    def __init__(self, **attributes):
+        self.__dict__.update(attributes)
+
+
+class _Slotted:
+    __slots__ = ("name", "guard")
+
+    def __init__(self, name, guard):
+        self.name = name
+        self.guard = guard
+
+
+class _NoPickle:
+    """An arbitrary class pickle cannot take (as a C type without pickle support)."""
+
+    def __reduce__(self):
+        raise TypeError("cannot pickle '_NoPickle' object")
+
+
+class _RaisesInReduce:
+    def __reduce__(self):
+        raise ValueError("the object refuses")
+
+
+def _generator():
+    yield 1
+
+
+def _closing_over_a_lock():
+    guard = threading.Lock()
+
+    def task():
+        with guard:
+            return 1
+
+    return task
+
+
+def _dumps_error(value) -> str:
+    with pytest.raises(freight.SerializationError) as info:
+        freight.dumps(value)
+    return str(info.value)
+
+
+_CANNOT_TRAVEL = "belongs to this process and cannot travel to another one"
+
+
+def test_a_lock_in_a_dict_is_named_by_its_key_and_said_to_stay_here():
+    message = _dumps_error({"cfg": 1, "lock": threading.RLock()})
+    assert message.startswith('cannot serialize value["lock"], a lock (_thread.RLock): '), message
+    assert _CANNOT_TRAVEL in message and "leave it out of what you send" in message
+    assert "freight.register" not in message and "builtins.dict" not in message
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "kind", "advice"),
+    [
+        ([1, 2, 3, _Holder(attr=_generator())], "value[3].attr", "a generator", "list(...)"),
+        ({"s": _Slotted("x", threading.Lock())}, 'value["s"].guard', "a lock (_thread.lock)", _CANNOT_TRAVEL),
+        ({"f": _closing_over_a_lock()}, 'value["f"].__closure__[0].cell_contents', "a lock", _CANNOT_TRAVEL),
+        ({"ev": threading.Event()}, 'value["ev"]', "an event (threading.Event)", _CANNOT_TRAVEL),
+        ({"t": threading.Thread(target=print)}, 'value["t"]', "a thread (threading.Thread)", "start a thread"),
+        ({"frame": __import__("sys")._getframe()}, 'value["frame"]', "a stack frame", "traceback.format_exc()"),
+        ((0, [{"deep": {"er": threading.Condition()}}]), 'value[1][0]["deep"]["er"]', "a condition", _CANNOT_TRAVEL),
+    ],
+    ids=["generator attribute", "slot", "closure", "event", "thread", "frame", "condition"],
+)
+def test_the_message_names_the_path_and_what_the_object_is(value, path, kind, advice):
+    message = _dumps_error(value)
+    assert message.startswith(f"cannot serialize {path}, {kind}"), message
+    assert advice in message
+    assert "register a serializer" not in message
+
+
+def test_a_socket_says_to_connect_again_on_the_other_side():
+    import socket
+
+    with socket.socket() as sock:
+        message = _dumps_error({"conn": sock})
+    assert message.startswith('cannot serialize value["conn"], a socket (socket.socket): '), message
+    assert "connect again on the other side" in message
+
+
+def test_a_coroutine_says_to_send_its_function():
+    async def work():
+        return 1
+
+    coroutine = work()
+    try:
+        message = _dumps_error({"c": coroutine})
+    finally:
+        coroutine.close()
+    assert message.startswith('cannot serialize value["c"], a coroutine: '), message
+    assert "coroutine function and its arguments" in message
+
+
+def test_the_value_itself_is_named_as_such():
+    assert _dumps_error(threading.Lock()).startswith("cannot serialize the value, a lock (_thread.lock): ")
+
+
+def test_an_arbitrary_class_is_told_to_register_a_serializer_or_reduce():
+    message = _dumps_error({"x": [1, _NoPickle()]})
+    cls = f"{__name__}._NoPickle"
+    assert message.startswith(f'cannot serialize value["x"][1] (a {cls}): '), message
+    assert f"register a serializer for {cls} with freight.register" in message and "__reduce__" in message
+    assert "cannot pickle '_NoPickle' object" in message  # what pickle said
+
+
+def test_an_entry_without_a_path_is_named_inside_its_container():
+    message = _dumps_error({"s": {threading.Lock()}})  # a set's items have no key or index
+    assert message.startswith('cannot serialize a lock (_thread.lock) inside value["s"]: '), message
+
+
+def test_a_cyclic_value_is_located():
+    value: dict = {"a": [1, 2]}
+    value["self"] = value
+    value["a"].append(value)
+    value["lock"] = threading.Lock()
+    assert _dumps_error(value).startswith('cannot serialize value["lock"], a lock')
+
+
+def test_a_huge_value_still_fails_with_a_message():
+    """The search for the entry is bounded (it gives up on a value this large): the error comes
+    all the same, naming the value's type and what pickle said."""
+    message = _dumps_error([*range(300_000), threading.Lock()])
+    assert message.startswith("cannot serialize a list: "), message
+    assert "cannot pickle '_thread.lock' object" in message
+
+
+def test_an_object_freight_encodes_itself_is_not_blamed():
+    class Opaque:
+        def __init__(self):
+            self.lock = threading.Lock()  # plain pickle could not take it; the serializer does
+
+    class OpaqueSerializer:
+        tag = "tests.errors.opaque"
+        types = (Opaque,)
+
+        def serialize(self, obj):
+            return None, []
+
+        def deserialize(self, meta, frames):
+            return Opaque()
+
+    codec = freight.Freight()
+    codec.register(OpaqueSerializer())
+    with pytest.raises(freight.SerializationError) as info:
+        codec.dumps({"o": Opaque(), "a": np.arange(3), "g": _generator()})
+    assert str(info.value).startswith('cannot serialize value["g"], a generator: ')
+
+
+def test_an_error_of_the_objects_own_code_notes_where_it_was_raised():
+    with pytest.raises(ValueError, match="the object refuses") as info:
+        freight.dumps({"nested": [_RaisesInReduce()]})
+    assert f'(raised while freight pickled value["nested"][0], a {__name__}._RaisesInReduce)' in info.value.__notes__
+
+
+def test_the_error_still_chains_what_pickle_said():
+    with pytest.raises(freight.SerializationError) as info:
+        freight.dumps({"lock": threading.Lock()})
+    assert isinstance(info.value.__cause__, TypeError)
+    assert isinstance(info.value, pickle.PicklingError)

@@ -112,12 +112,13 @@ def test_open_files_are_refused_like_pickle_refuses_them(tmp_path, mode):
     with open(path, mode) as fh:
         with pytest.raises(pickle_error()):
             pickle_dumps(fh)
-        for value in (fh, {"log": [fh]}, (1, fh)):
+        # Where the file is in the value comes first (issue 30: the path to the entry that failed).
+        for value, where in ((fh, ""), ({"log": [fh]}, 'value["log"][0], '), ((1, fh), "value[1], ")):
             with pytest.raises(freight.SerializationError) as info:
                 freight.dumps(value)
             assert str(info.value) == (
-                f"cannot serialize an open file ({type(fh).__name__} {str(path)!r}): a file handle does not mean "
-                "the same thing in another process; send its path, or its contents (f.read())"
+                f"cannot serialize {where}an open file ({type(fh).__name__} {str(path)!r}): a file handle does not "
+                "mean the same thing in another process; send its path, or its contents (f.read())"
             )
 
 
