@@ -1,0 +1,39 @@
+"""freight's integrations with the engines it plugs into (one module each). A module imports
+without its engine where it can; what needs the engine raises :class:`freight.MissingDependencyError`
+naming the extra to install (:func:`require`). Options are checked where the integration is
+built (:func:`check_options`): a misspelled one is an :class:`freight.OptionError` naming the
+function as the user called it, not the ``Freight.replace()`` it is passed to."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+from typing import Any
+
+from freight._api import FreightOptions
+from freight.exceptions import MissingDependencyError, OptionError
+
+__all__ = ["require", "check_options"]
+
+
+def check_options(
+    public: str, given: Iterable[str], takes: Iterable[str] = (), freight: Iterable[str] | None = None
+) -> None:
+    """Raises :class:`freight.OptionError` for the first of ``given`` (keyword names passed to
+    ``public``, the function as the user calls it) that is neither an option of
+    :class:`freight.Freight` (``freight``: the ones it passes on, all of them by default) nor
+    one of ``takes`` (its own), with the closest one it does take."""
+    known = [*(FreightOptions.NAMES if freight is None else freight), *takes]
+    for name in given:
+        if name not in known:
+            raise OptionError.unexpected(public, name, known)
+
+
+def require(module: str, extra: str, what: str, library: str) -> Any:
+    """Imports ``module`` for ``what`` (the function or module that needs it), or raises
+    :class:`freight.MissingDependencyError` saying to ``pip install 'freight[extra]'``, with
+    the ImportError as its cause. ``library`` is its name as users know it ("Dask")."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingDependencyError(f"{what} needs {library}: pip install 'freight[{extra}]'") from e

@@ -55,6 +55,7 @@ from typing import Any
 import freight
 from freight import registry as _registry
 from freight.exceptions import FreightError
+from freight.integrations import check_options, require
 
 __all__ = [
     "DESERIALIZERS",
@@ -311,11 +312,21 @@ def _register_lazily(toplevel: str, module: str, name: str) -> bool:
     return True
 
 
+def _require_distributed(function: str) -> None:
+    require("distributed.protocol.serialize", "dask", f"freight.integrations.dask.{function}", "Dask's distributed")
+
+
 def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tuple[str, str]] = TYPES,
                   min_bytes: int = MIN_BYTES) -> None:  # fmt: skip
     """Registers the family and the per-type handlers in this process, with ``options`` for
-    :class:`freight.Freight`. Idempotent; the last call's options win."""
+    :class:`freight.Freight`. Idempotent; the last call's options win.
+
+    Raises:
+        freight.MissingDependencyError: Dask's distributed is not installed.
+    """
     global _codec, _min_bytes
+    _require_distributed("install_local()")
+    check_options("freight.integrations.dask.install_local", options or {})
     from distributed.protocol.serialize import register_serialization_family
 
     with _lock:
@@ -382,10 +393,15 @@ def install(client: Any, *, types: Iterable[tuple[str, str]] = TYPES, min_bytes:
     worker (workers that join later included), with ``options`` for :class:`freight.Freight`.
 
     Raises:
-        TypeError: an option :class:`freight.Freight` does not accept (raised here, not on workers).
+        freight.MissingDependencyError: Dask's distributed is not installed
+            (``pip install 'freight[dask]'``).
+        freight.OptionError: an option :class:`freight.Freight` does not accept (raised here, not
+            on workers; also a TypeError).
         FreightError: a worker or the scheduler could not install freight (it names them and why;
             usually freight is not installed there).
     """
+    _require_distributed("install()")
+    check_options("freight.integrations.dask.install", options, takes=("types", "min_bytes"))
     freight.DEFAULT.replace(**options)  # check the options here, once
     types = tuple(tuple(t) for t in types)
     install_local(options, types=types, min_bytes=min_bytes)

@@ -37,7 +37,8 @@ import threading
 from typing import Any
 
 from freight import shm
-from freight.integrations import _handoff
+from freight.exceptions import checks_options
+from freight.integrations import _handoff, require
 from freight.integrations import multiprocessing as _fmp
 
 __all__ = ["install", "installed"]
@@ -101,11 +102,17 @@ def _take_freight_types(pickler_cls: type) -> None:
     pickler_cls._freight = True  # type: ignore[attr-defined]
 
 
+@checks_options("freight.integrations.joblib.install")
 def install(*, threshold: int | None = None) -> None:
     """Routes loky's pickling through freight in this process and every loky worker started from
     now on. ``threshold``: as for
     :func:`freight.integrations.multiprocessing.install`. numpy results go through freight (joblib
-    would pipe them); numpy arguments keep joblib's memmapping."""
+    would pipe them); numpy arguments keep joblib's memmapping.
+
+    Raises:
+        freight.MissingDependencyError: joblib is not installed (``pip install 'freight[joblib]'``).
+    """
+    require("joblib.externals.loky.backend.reduction", "joblib", "freight.integrations.joblib.install()", "joblib")
     from joblib.externals.loky.backend import process as loky_process
     from joblib.externals.loky.backend import reduction
 

@@ -34,7 +34,8 @@ from collections.abc import Iterable
 from typing import Any
 
 import freight
-from freight.exceptions import FreightError
+from freight.exceptions import FreightError, checks_options
+from freight.integrations import require
 
 __all__ = [
     "DEFAULT_TYPES",
@@ -176,6 +177,7 @@ def _resolve(types: Iterable[str | type] | None) -> dict[type, str]:
     return out
 
 
+@checks_options("freight.integrations.ray.install")
 def install(types: Iterable[str | type] | None = None, *, compression: Any = None) -> list[type]:
     """Registers freight with Ray in this process for ``types`` (default :data:`DEFAULT_TYPES`).
 
@@ -188,8 +190,10 @@ def install(types: Iterable[str | type] | None = None, *, compression: Any = Non
         The classes registered.
 
     Raises:
+        freight.MissingDependencyError: Ray is not installed (``pip install 'freight[ray]'``).
         RayNotStartedError: Ray is not initialized in this process (call ``ray.init()`` first).
     """
+    require("ray.util", "ray", "freight.integrations.ray.install()", "Ray")
     import ray
     import ray.util
 
@@ -212,6 +216,7 @@ def install(types: Iterable[str | type] | None = None, *, compression: Any = Non
 
 def uninstall() -> None:
     """Gives the registered classes back to Ray's default serialization in this process."""
+    require("ray.util", "ray", "freight.integrations.ray.uninstall()", "Ray")
     import ray.util
 
     with _LOCK:
@@ -250,6 +255,7 @@ def _compression_from_env(text: str | None) -> Any:
     return (name, float(setting) if name == "auto" else int(setting))
 
 
+@checks_options("freight.integrations.ray.runtime_env")
 def runtime_env(
     base: dict[str, Any] | None = None,
     *,
