@@ -115,6 +115,14 @@ openmpi:  ## Install Open MPI (Debian packages openmpi-bin, libopenmpi-dev) for 
 		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
 		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev; }
 
+# Chromium and its chromedriver (the Debian packages) for tests/docs/test_site_browser.py, which
+# opens the built documentation site headless. Installed when missing (as root, else through sudo).
+.PHONY: chromium
+chromium:  ## Install Chromium and chromedriver (Debian packages) for the docs site's browser test, when missing
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver; }
+
 # The old-versions environment for tests/golden/test_versions_crossing.py: numpy 1, pandas 2.2,
 # pyarrow 17 and polars 1 (what freight promises to exchange payloads with, both ways; see
 # docs/ARCHITECTURE.md, "Version crossings"). It runs freight's Python package from python/ with
@@ -134,16 +142,34 @@ old-versions: $(OLD_STAMP)  ## Create .venv-old (numpy 1.26, pandas 2.2, pyarrow
 
 .PHONY: test-python
 test-python: $(OLD_STAMP)
-test-python: build $(S3S_FS) redis openmpi  ## pytest over tests/ (one folder per feature, see tests/README.md; the engines end to end)
+test-python: build $(S3S_FS) redis openmpi chromium  ## pytest over tests/ (one folder per feature, see tests/README.md; the engines end to end)
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: test
 test: test-rust test-python  ## Everything: cargo test and pytest
 
+# The documentation site (mkdocs.yml): docs/, plus README.md, CHANGELOG.md, CONTRIBUTING.md and the
+# committed benchmark results, brought in at build time by tools/docs_hooks.py. mkdocs and its
+# plugins come with the test dependencies (pyproject's `docs` extra); the API reference is read from
+# the sources and stubs, so no build of the extension is needed. --strict: a broken link or anchor,
+# a missing reference or a page outside the navigation fails the build (tests/docs checks it too).
+# NO_MKDOCS_2_WARNING: mkdocs-material's notice about its successor (see docs/ARCHITECTURE.md).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs
+DOCS_ADDRESS ?= 127.0.0.1:8000
+
+.PHONY: docs
+docs: $(STAMP)  ## Build the documentation site into site/ (mkdocs build --strict)
+	$(MKDOCS) build --strict
+
+.PHONY: docs-serve
+docs-serve: $(STAMP)  ## Serve the documentation site on DOCS_ADDRESS (127.0.0.1:8000), rebuilt on every change
+	$(MKDOCS) serve --strict -a $(DOCS_ADDRESS)
+
 # The peers freight bench compares with (none of them is a freight dependency; distributed comes
-# with the test dependencies' dask[distributed]), its plots and its progress bar. The benchmark is
-# not in the wheel: it runs from a clone.
-BENCH_DEPS := matplotlib tqdm lz4 zstandard safetensors proxystore pyfory msgspec dill blosc2
+# with the test dependencies' dask[distributed]); its plots and progress bar come with the `bench`
+# extra (matplotlib, tqdm), which is also how a user of the wheel runs it (`pip install
+# "freight[bench]"`, then `freight bench`: docs/benchmarks.md).
+BENCH_DEPS := $(patsubst %,'%',$(shell python3 tools/requirements.py bench)) lz4 zstandard safetensors proxystore pyfory msgspec dill blosc2
 BENCH_OUT := benchmarks/results
 
 .PHONY: bench
@@ -220,7 +246,7 @@ $(LINT_STAMP): $(PY) Makefile
 	touch $(LINT_STAMP)
 
 .PHONY: lint
-lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format --check, import layers and circles, stubtest
+lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format --check, import layers and circles, stubtest, the docs site
 	cargo fmt --all -- --check
 	cargo clippy --workspace --release -- -D warnings
 	$(VENV)/bin/ruff check $(PY_SRC)
@@ -229,6 +255,7 @@ lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format -
 	$(VENV)/bin/lint-imports --no-cache
 	@# --ignore-unused-allowlist: some entries apply to some Python versions only (see the file).
 	$(PY) -m mypy.stubtest freight._freight --allowlist tools/stubtest-allowlist.txt --ignore-unused-allowlist
+	$(MKDOCS) build --strict --quiet
 
 .PHONY: format
 format: $(LINT_STAMP)  ## cargo fmt, ruff check --fix, ruff format
@@ -239,4 +266,4 @@ format: $(LINT_STAMP)  ## cargo fmt, ruff check --fix, ruff format
 .PHONY: clean
 clean:  ## Remove build outputs and the virtualenv
 	cargo clean
-	rm -rf $(VENV) .pytest_cache .hypothesis freight-demo-store
+	rm -rf $(VENV) .pytest_cache .hypothesis freight-demo-store site
