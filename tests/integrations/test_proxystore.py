@@ -309,7 +309,7 @@ def test_store_errors_in_this_process(connector, store_name):
         with pytest.raises(Exception) as info:
             extract(proxy)
         assert isinstance(freight_error(info.value), freight.DeserializationError)
-    with pytest.raises(TypeError, match="unknown freight option"):
+    with pytest.raises(freight.OptionError, match="'compresion'; did you mean 'compression'"):
         freight_store(store_name + "-x", connector, compresion="lz4")
     with pytest.raises(TypeError, match="registry"):
         freight_store(store_name + "-y", connector, registry=freight.Registry())

@@ -128,25 +128,49 @@ def test_pickles_with_cloudpickle_and_pickle():
 
 
 def test_options_pass_through_and_survive_pickling():
-    serializer = FreightSerializer(allow_pickle=False, checksum=False)
-    assert serializer.options == {"allow_pickle": False, "checksum": False}
+    serializer = FreightSerializer(key=b"cluster-key", checksum=True, compression="lz4")
+    assert serializer.options == {"key": b"cluster-key", "checksum": True, "compression": "lz4"}
     serializer.serialize(1)
 
     copy = cloudpickle.loads(cloudpickle.dumps(serializer))
-    assert copy.options == {"allow_pickle": False, "checksum": False}
+    assert copy.options == serializer.options
     assert copy.deserialize(copy.serialize({"k": [1, 2, 3]})) == {"k": [1, 2, 3]}
-    assert "FreightSerializer(" in repr(copy) and "allow_pickle=False" in repr(copy)
+    assert "FreightSerializer(" in repr(copy) and "compression='lz4'" in repr(copy) and "<set>" in repr(copy)
 
-    # allow_pickle=False reaches the codec: a payload that needs pickle to decode is refused.
-    lambda_payload = FreightSerializer().serialize(lambda x: x + 1)
-    with pytest.raises(freight.UnsafePayloadError):
-        copy.deserialize(lambda_payload)
-    assert FreightSerializer().deserialize(lambda_payload)(1) == 2
+    # The key reaches the codec: a payload not signed with it is refused.
+    with pytest.raises(freight.IntegrityError):
+        copy.deserialize(FreightSerializer().serialize(lambda x: x + 1))
+    assert copy.deserialize(serializer.serialize(lambda x: x + 1))(1) == 2
 
 
 def test_unknown_option_is_rejected_early():
+    """Issue 30: named as the user spelled the call (not ``Freight.replace()``), with the option meant."""
+    with pytest.raises(freight.OptionError) as info:
+        FreightSerializer(compresion="lz4")
+    assert str(info.value) == (
+        "FreightSerializer() got an unexpected keyword argument 'compresion'; did you mean 'compression'?"
+    )
     with pytest.raises(TypeError):
         FreightSerializer(allow_pikle=False)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"allow_pickle": False}, {"allow_pickle": 0}, {"allowed_tags": ["numpy.ndarray"]}, {"allowed_tags": ()}],
+)
+def test_options_that_would_refuse_every_task_are_refused_when_built(options):
+    """Issue 30: ``FreightSerializer(allow_pickle=False)`` was accepted, then every task failed on
+    the workers: the task function travels through the serializer, as pickle."""
+    with pytest.raises(freight.OptionError) as info:
+        FreightSerializer(**options)
+    message = str(info.value)
+    assert message.startswith("FreightSerializer() cannot take allow")
+    assert "function travels as pickle" in message and "key=" in message
+
+
+def test_allowed_tags_with_pickle_are_accepted():
+    serializer = FreightSerializer(allowed_tags=iter(["pickle", "numpy.ndarray"]))
+    assert serializer.deserialize(serializer.serialize(scaler_tasks.add))(1, 2) == 3
 
 
 def test_imports_without_scaler():

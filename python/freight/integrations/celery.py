@@ -58,6 +58,7 @@ from freight.exceptions import (
     UnsafePayloadError,
 )
 from freight.integrations import _celery_values as _values
+from freight.integrations import check_options
 
 try:  # Celery and kombu are an optional dependency (``pip install 'freight[celery]'``).
     from celery.exceptions import TimeoutError as _CeleryTimeout
@@ -283,6 +284,11 @@ def install(
     """
     from kombu.serialization import registry
 
+    check_options(
+        "freight.integrations.celery.install",
+        freight_options,
+        takes=("allow_pickle", "key", "large_values", "large_values_url", "large_values_ttl"),
+    )
     if "zero_copy" in freight_options:
         # Celery and kombu keep message bodies only as long as decoding takes: views of them would
         # outlive their buffer's owner's intent (and results are decoded from pub/sub messages).

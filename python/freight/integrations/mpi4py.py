@@ -33,6 +33,7 @@ import threading
 from typing import Any
 
 import freight
+from freight.integrations import check_options
 
 try:  # mpi4py is an optional dependency (``pip install 'freight[mpi4py]'``, with an MPI library).
     from mpi4py import MPI
@@ -294,6 +295,7 @@ def install(*, zero_copy: bool = False, **options: Any) -> None:
     Raises:
         freight.OptionError: an option :class:`freight.Freight` does not take.
     """
+    check_options("freight.integrations.mpi4py.install", options, takes=("zero_copy",))
     codec = freight.DEFAULT.replace(**options)
     oob = FreightPickle(codec, zero_copy=zero_copy)
     with _LOCK:

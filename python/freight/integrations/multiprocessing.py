@@ -31,7 +31,7 @@ from typing import Any
 
 import freight
 from freight import shm
-from freight.exceptions import FreightError, UnsafePayloadError
+from freight.exceptions import FreightError, UnsafePayloadError, checks_options
 from freight.integrations import _handoff
 
 __all__ = ["install", "uninstall", "installed", "reduce", "TYPES", "InstallError"]
@@ -232,6 +232,7 @@ def _restricted_loads(data: Any, /, **kwargs: Any) -> Any:
 # -- install ------------------------------------------------------------------------------------------
 
 
+@checks_options("freight.integrations.multiprocessing.install")
 def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted: Iterable[str] = ()) -> None:
     """Routes what multiprocessing pickles through freight in this process and, from now on, in
     every process it starts (spawn and forkserver through the process object, fork by inheritance).

@@ -45,6 +45,7 @@ from typing import Any
 
 import freight
 from freight.integrations import _parsl_values as _values
+from freight.integrations import check_options
 
 try:  # Parsl is an optional dependency (``pip install 'freight[parsl]'``).
     from parsl.serialize import facade as _facade
@@ -79,6 +80,7 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
     identifier = IDENTIFIER  # Parsl's default (module + class) spelled out: workers rely on it
 
     def __init__(self, **options: Any) -> None:
+        check_options("FreightSerializer", options, takes=("registry",))
         if not options and os.environ.get("FREIGHT_PARSL_ALLOW_PICKLE", "1") == "0":
             options = {"allow_pickle": False}
         self.options = dict(options)
@@ -141,8 +143,21 @@ def install(
         the registered serializer.
 
     Raises:
-        freight.OptionError: an option :class:`freight.Freight` does not take.
+        freight.OptionError: an option :class:`freight.Freight` does not take, or ``key``: the
+            workers make their serializer without options (Parsl instantiates it by name), so
+            they would neither check signatures nor sign their results, which this process would
+            then refuse, every one.
     """
+    check_options(
+        "freight.integrations.parsl.install", options, takes=("reply_in_kind", "large_values", "large_values_url")
+    )
+    if options.get("key") is not None:
+        raise freight.OptionError(
+            "freight.integrations.parsl.install() cannot take key: Parsl's workers make their freight "
+            "serializer without options (Parsl instantiates it by name), so they would neither check the "
+            "signature nor sign their results, and this process would refuse every result; drop it, and protect "
+            "Parsl's own channels instead (HighThroughputExecutor(encrypted=True), the default of recent Parsl)"
+        )
     if type(large_values) is not int or large_values < 0:
         raise freight.OptionError(f"large_values must be a size in bytes (an int ≥ 0), not {large_values!r}")
     # The submitter (given a URL) removes what nobody read at exit; a worker (the environment's

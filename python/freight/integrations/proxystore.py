@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import freight
 from freight.exceptions import FreightError
+from freight.integrations import check_options
 
 if TYPE_CHECKING:
     from proxystore.store import Store
@@ -164,11 +165,7 @@ class _StoreCodec:
 
     def __init__(self, store: str, options: dict[str, Any] | None = None, signed: bool = False) -> None:
         options = dict(options or {})
-        unknown = set(options) - set(_FREIGHT_OPTIONS)
-        if unknown:
-            raise TypeError(
-                f"unknown freight option(s) {sorted(unknown)}; these are accepted: {list(_FREIGHT_OPTIONS)}"
-            )
+        check_options(type(self).__name__, options, freight=_FREIGHT_OPTIONS)
         if options.get("allowed_tags") is not None:
             options["allowed_tags"] = list(options["allowed_tags"])
         self.store = store
@@ -262,19 +259,22 @@ def freight_store(name: str, connector: Any, **options: Any) -> Store[Any]:
             ``populate_target``, ``register``).
 
     Raises:
-        TypeError: an option neither freight nor ``Store`` accepts.
+        freight.OptionError: an option neither freight nor ``Store`` accepts, with the closest
+            one (also a TypeError).
+        freight.MissingDependencyError: ProxyStore is not installed.
     """
     try:
         from proxystore.store import Store
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise freight.MissingDependencyError("freight_store needs ProxyStore: pip install 'freight[proxystore]'") from e
-    key = options.pop("key", None)
-    store_options = {k: options.pop(k) for k in _STORE_OPTIONS if k in options}
     if "registry" in options:
-        raise TypeError(
+        raise freight.OptionError(
             "freight_store does not take a registry (it would have to travel with every proxy): "
             "register serializers with freight.register in a module every process imports"
         )
+    check_options("freight_store", options, takes=("key", *_STORE_OPTIONS), freight=_FREIGHT_OPTIONS)
+    key = options.pop("key", None)
+    store_options = {k: options.pop(k) for k in _STORE_OPTIONS if k in options}
     serializer = FreightSerializer(name, options, signed=key is not None)
     deserializer = FreightDeserializer(name, options, signed=key is not None)
     if key is not None:

@@ -10,8 +10,12 @@ the workers with cloudpickle, so freight must be installed on the workers too::
     with Client(address="tcp://127.0.0.1:2345", serializer=FreightSerializer()) as client:
         assert client.submit(pow, 2, 10).result() == 1024
 
-    # Keyword options go to freight.Freight(...), here: refuse pickle payloads when decoding.
-    client = Client(address=..., serializer=FreightSerializer(allow_pickle=False))
+    # Keyword options go to freight.Freight(...), here: compress and sign every payload.
+    client = Client(address=..., serializer=FreightSerializer(compression="lz4", key=cluster_key))
+
+Options Scaler cannot honour are refused when the serializer is built (``OptionError``):
+``allow_pickle=False``, or ``allowed_tags`` without ``"pickle"``, would refuse every task on
+the workers, since the task function itself travels through this serializer as pickle.
 
 The serializer holds a :class:`freight.Freight` built from the options, and pickles with it: a
 ``Freight`` pickles as its options, so those must be picklable (plain flags and keys are). To use
@@ -27,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 import freight
+from freight.integrations import check_options
 
 try:  # Scaler is an optional dependency (``pip install freight[scaler]``).
     from scaler.client.serializer.mixins import Serializer as _SerializerBase
@@ -34,6 +39,29 @@ except ImportError:  # pragma: no cover - exercised by a subprocess test
     _SerializerBase = object  # type: ignore[assignment,misc]
 
 __all__ = ["FreightSerializer"]
+
+
+# Why Scaler cannot run with pickle refused: the task function goes through the serializer too.
+_NEEDS_PICKLE = (
+    "Scaler sends each task's function through this serializer, and a function travels as pickle, "
+    "so the workers would refuse every task. A Scaler worker runs the code its clients send: to "
+    "accept only your clients' payloads, sign them with key= (and keep the cluster on a private network)"
+)
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Refuses, in the client, options Freight does not take and options Scaler cannot honour."""
+    check_options("FreightSerializer", options, takes=("registry",))
+    if "allow_pickle" in options and not options["allow_pickle"]:
+        raise freight.OptionError(f"FreightSerializer() cannot take allow_pickle=False: {_NEEDS_PICKLE}; drop it")
+    tags = options.get("allowed_tags")
+    if tags is not None and not isinstance(tags, str):  # a str: Freight's own error
+        tags = options["allowed_tags"] = list(tags)  # read once (an iterator)
+    if tags is not None and not isinstance(tags, str) and "pickle" not in tags:
+        raise freight.OptionError(
+            f"FreightSerializer() cannot take allowed_tags without 'pickle' ({tags!r}): {_NEEDS_PICKLE}; "
+            "add 'pickle' to the tags"
+        )
 
 
 class FreightSerializer(_SerializerBase):  # type: ignore[misc,valid-type]
@@ -45,11 +73,14 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc,valid-type]
             are used.
 
     Raises:
-        TypeError: an option that :class:`freight.Freight` does not accept (raised here, in the
-            client, rather than on every worker).
+        freight.OptionError: an option that :class:`freight.Freight` does not accept, or one that
+            would refuse every task (``allow_pickle=False``, ``allowed_tags`` without
+            ``"pickle"``): raised here, in the client, rather than on every worker (also a
+            TypeError).
     """
 
     def __init__(self, **options: Any) -> None:
+        _check_options(options)
         # The module-level Freight with these options changed, over the global registry: pickled
         # with the serializer as its options and a reference to the workers' global registry
         # (with no options, the module-level one itself, by reference).
