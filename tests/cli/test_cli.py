@@ -180,6 +180,43 @@ def test_verify_with_a_key_checks_the_signature(files, capsys):
     assert rc == 1 and "not signed" in err
 
 
+def _verify(*argv: str) -> subprocess.CompletedProcess:
+    """``python -m freight verify ARGV``, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "freight", "verify", *argv], capture_output=True, text=True, timeout=300
+    )
+
+
+def test_verify_without_a_key_says_the_signature_was_not_checked(files):
+    """Issue 30: ``verify signed.frt`` printed OK and said nothing of the signature it did not check."""
+    proc = _verify(files["signed.frt"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith(f"{files['signed.frt']}: OK (header and node tree ok, ")
+    assert proc.stdout.rstrip().endswith(
+        ", signed, but the signature was NOT checked: pass --key-file PATH to check it)"
+    ), proc.stdout
+    # Unsigned payloads have no signature to mention; with the key it is checked.
+    assert "signature" not in _verify(files["numpy.frt"]).stdout
+    proc = _verify(files["signed.frt"], "--key-file", files["key"])
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith(", signature ok)") and "NOT" not in proc.stdout
+
+
+def test_require_signature_fails_unless_a_signature_was_checked(files):
+    proc = _verify(files["signed.frt"], "--require-signature")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (
+        f"{files['signed.frt']}: FAILED: it is signed, but the signature was not checked; --require-signature "
+        "needs the key to check it with: --key-file PATH\n"
+    )
+    proc = _verify(files["numpy.frt"], "--require-signature")
+    assert proc.returncode == 1 and proc.stderr.startswith(f"{files['numpy.frt']}: FAILED: it is not signed; ")
+    proc = _verify(files["signed.frt"], "--require-signature", "--key-file", files["key"])
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith(", signature ok)"), proc.stderr
+    for name, key in (("signed.frt", "wrong_key"), ("numpy.frt", "key")):  # a wrong key, no signature
+        proc = _verify(files[name], "--require-signature", "--key-file", files[key])
+        assert proc.returncode == 1 and f"{files[name]}: FAILED: " in proc.stderr
+
+
 def test_verify_of_a_corrupted_frame_fails_and_shows_which_frame(files, capsys):
     rc, out, err = run(capsys, "verify", files["corrupt.frt"])
     assert rc == 1 and out == ""

@@ -6,7 +6,9 @@ Subcommands, one module each group::
     freight inspect FILE | URL KEY   describe a payload (a file, or a stored value) without
                                      decoding it                                 (cli.payload)
     freight verify FILE | URL KEY    check the header, every frame checksum and the node tree
-                                     (and, with --key-file, the signature) without decoding
+                                     (and, with --key-file, the signature) without decoding;
+                                     a signature left unchecked is said so (--require-signature
+                                     makes it a failure)
     freight ls URL [PREFIX] [-l] [-a]
                                      the values of a store (a folder or s3://BUCKET/PREFIX)
                                                                                  (cli.store)

@@ -79,7 +79,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         if frames:
             print("\n".join(frame_table(frames)), file=sys.stderr)
         return 1
-    frames = freight.inspect(data)["frames"]
+    info = freight.inspect(data)
+    if args.require_signature and key is None:
+        # Nothing without the key can say the signature holds: a failure, not an OK with a caveat.
+        why = "it is signed, but the signature was not checked" if info["signed"] else "it is not signed"
+        print(
+            f"{label}: FAILED: {why}; --require-signature needs the key to check it with: --key-file PATH",
+            file=sys.stderr,
+        )
+        return 1
+    frames = info["frames"]
     unchecked = sum(f["checksum_ok"] is None for f in frames)
     checked = len(frames) - unchecked
     parts = ["header and node tree ok"]
@@ -91,6 +100,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         parts.append(f"{unchecked} frame{'s' if unchecked != 1 else ''} without a checksum (not verifiable)")
     if key is not None:
         parts.append("signature ok")
+    elif info["signed"]:
+        # verify() checks a signature only against a key: say so, as inspect does.
+        parts.append("signed, but the signature was NOT checked: pass --key-file PATH to check it")
     detail = ", ".join(parts)
     print(f"{label}: OK ({detail})")
     return 0
@@ -116,4 +128,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("file", metavar="FILE | URL")
     p.add_argument("key", metavar="KEY", nargs="?", help="with URL: the key of the stored value")
     p.add_argument("--key-file", metavar="PATH", help="also require a valid signature under the key in " + _KEY_FILE)
+    p.add_argument(
+        "--require-signature",
+        action="store_true",
+        help="fail (exit status 1) unless the payload is signed and its signature was checked with --key-file; "
+        "without this flag, a signed payload verified without a key is OK, with the signature reported unchecked",
+    )
     p.set_defaults(func=_cmd_verify, parser=p)
