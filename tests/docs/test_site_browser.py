@@ -89,7 +89,13 @@ def test_the_api_reference_renders(browser, site_url, screenshots):
     from selenium.webdriver.common.by import By
 
     page = open_page(browser, site_url, "reference/api/", screenshots, "api-reference")
-    for anchor in ("freight.Freight", "freight.FreightOptions", "freight.inspect", "freight.exceptions.FreightError"):
+    for anchor in (
+        "freight.Freight",
+        "freight.Freight.dump",
+        "freight.FreightOptions",
+        "freight.inspect",
+        "freight.exceptions.FreightError",
+    ):
         assert page.find_elements(By.ID, anchor), anchor
     # The four codec methods bound from Rust, documented from the stubs, with their options.
     for method in ("dumps", "loads", "dumps_frames", "loads_frames"):

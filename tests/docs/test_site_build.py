@@ -77,5 +77,11 @@ def test_the_api_reference_documents_the_codec_methods_from_the_stubs(site):
     for method in ("dumps", "loads", "dumps_frames", "loads_frames"):
         assert f'id="freight._freight.Codec.{method}"' in html, method
     assert "Serializes" in html and "Deserializes" in html  # their docstrings, from _freight.pyi
-    for name in ("freight.Freight", "freight.FreightOptions", "freight.dump", "freight.load", "freight.inspect"):
+    for name in (
+        "freight.Freight",
+        "freight.FreightOptions",
+        "freight.Freight.dump",
+        "freight.Freight.load",
+        "freight.inspect",
+    ):
         assert f'id="{name}"' in html, name
