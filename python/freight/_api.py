@@ -259,7 +259,9 @@ class Freight:
             header before anything is decoded (``UnsafePayloadError`` naming the tag).
         strict_versions: default for :meth:`loads`: a payload written by another major version of
             a library it uses, or pickled by another Python minor version, raises
-            ``ProducerVersionError`` instead of a ``FreightWarning``.
+            ``ProducerVersionError`` instead of a ``FreightWarning``. The crossings freight
+            promises (numpy 1.26 and 2, pandas 2.2 and 3, pyarrow 15 and later, polars 1 and 2,
+            both ways: ``freight._versions.PROMISED``) load silently either way.
         registry: the registry to use; a new layer over the global registry by default.
     """
 

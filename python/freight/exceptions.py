@@ -63,8 +63,10 @@ class FormatVersionError(DeserializationError):
 
 class ProducerVersionError(DeserializationError):
     """With ``strict_versions=True``: the payload was written by another major version of a
-    library it uses, or its pickled parts by another Python minor version (see
-    ``freight._versions``)."""
+    library it uses, outside the crossings freight promises (numpy 1.26 and 2, pandas 2.2 and 3,
+    pyarrow 15 and later, polars 1 and 2, which load silently), or its pickled parts by another
+    Python minor version (see ``freight._versions``). Also raised, strict or not, when one
+    promised generation truly cannot hold what the other wrote."""
 
 
 class FreightWarning(FreightError, UserWarning):

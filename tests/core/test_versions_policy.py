@@ -9,7 +9,7 @@ import pytest
 
 import freight
 from freight import _versions
-from support import GOLDEN
+from support import GOLDEN, ROOT
 
 OLD = GOLDEN / "old"
 
@@ -103,3 +103,48 @@ def test_pickle_refusal_finds_the_library(monkeypatch) -> None:
     assert _versions.pickle_refusal(missing) is not None
     assert _versions.pickle_refusal(AttributeError("no module in this message")) is None
     assert _versions.pickle_refusal(ModuleNotFoundError("x", name="somelib.sub")) is None  # no version recorded
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 30: where the docs say another major version warns, they say which crossings do not
+# --------------------------------------------------------------------------------------------
+
+_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+# What shows that a passage names the promised crossings, speaks of the promise, or links to a
+# page that lists them (the guide's Fidelity page, Architecture's "Version crossings").
+_CROSSINGS = ("numpy 1.26", "promise", "version-crossings", "fidelity.md")
+
+
+def _passages(text: str) -> list[str]:
+    """Paragraphs, with each list item and table row on its own, whitespace folded."""
+    out: list[str] = []
+    for paragraph in text.split("\n\n"):
+        item: list[str] = []
+        for line in paragraph.splitlines():
+            if line.lstrip().startswith(("- ", "* ", "|")) and item:
+                out.append(" ".join(item))
+                item = []
+            item.append(line.strip())
+        out.append(" ".join(item))
+    return [" ".join(p.split()) for p in out if p.strip()]
+
+
+def _says_another_major_warns(passage: str) -> bool:
+    lowered = passage.lower()
+    return "another major version" in lowered and any(
+        word in passage for word in ("warn", "FreightWarning", "ProducerVersionError")
+    )
+
+
+def test_the_docs_name_the_crossings_that_load_silently_wherever_they_say_majors_warn() -> None:
+    """A numpy 1.26 or pandas 2.2 payload loads with no warning, even with strict_versions=True
+    (the promise in ``_versions.PROMISED``); a passage saying that another major version warns
+    must say so, or link to the list."""
+    assert {"numpy", "pandas", "pyarrow", "polars"} == set(_versions.PROMISED)
+    silent = []
+    for path in _DOCS:
+        for passage in _passages(path.read_text(encoding="utf-8")):
+            if _says_another_major_warns(passage) and not any(mark in passage for mark in _CROSSINGS):
+                silent.append(f"{path.relative_to(ROOT)}: {passage[:160]}")
+    assert not silent, "these say another major version warns, without the promised crossings:\n" + "\n".join(silent)
