@@ -237,7 +237,8 @@ class Freight:
     Args:
         allow_pickle: default for :meth:`loads`; False refuses payloads that would run pickle.
         zero_copy: default for :meth:`loads`; True returns read-only views of the input.
-        verify: default for :meth:`loads`; check frame checksums (None: unless zero_copy).
+        verify: default for :meth:`loads`; check the frame checksums a payload carries (None:
+            yes, zero-copy loads too; False: skip them, for constant-time views of trusted bytes).
         checksum: write an xxh3-64 checksum of every frame's data in :meth:`dumps` and
             :meth:`dumps_frames` (default False: payloads in transit rely on their transport's
             own checks; the header is always checksummed, and compressed frames always carry
@@ -383,7 +384,10 @@ class Freight:
         Args:
             mmap: map the file rather than read it, whatever its size, and decode with
                 ``zero_copy=True`` unless told otherwise: arrays come back as read-only views of
-                the mapping (constant time), which lives as long as they do; as
+                the mapping, which lives as long as they do. Frames that carry checksums (``dump``
+                writes them) are read once to check them before anything is returned, so a
+                damaged file raises :class:`IntegrityError`; ``verify=False`` skips that (constant
+                time, for files you trust). As
                 ``Store.load(key, mmap=True)`` does. Compressed frames cannot be viewed: they are
                 decompressed into new memory, with a :class:`FreightWarning`.
             **options: for :meth:`loads` (``allow_pickle``, ``zero_copy``, ``verify``, ``key``, ...).

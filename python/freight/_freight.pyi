@@ -133,15 +133,15 @@ class Codec:
         cls,
         registry: _Registry,
         *,
-        allow_pickle: bool = True,
-        zero_copy: bool = False,
+        allow_pickle: bool | None = None,  # None: True
+        zero_copy: bool | None = None,  # None: False
         verify: bool | None = None,
-        checksum: bool = False,
+        checksum: bool | None = None,  # None: False
         compression: _Compression = None,
         key: _Key = None,
         max_size: int | None = None,
         allowed_tags: Sequence[str] | None = None,
-        strict_versions: bool = False,
+        strict_versions: bool | None = None,  # None: False
     ) -> Self: ...
     def dumps(
         self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
@@ -192,7 +192,8 @@ class Codec:
                 out), so a receive buffer may be reused or freed as soon as this returns. By
                 default arrays may view a writable ``data``, or a read-only one when they were
                 read-only. Contradicts ``zero_copy=True``.
-            verify: check frame checksums; default True unless zero_copy.
+            verify: check the frame checksums a payload carries (default True, zero_copy too: each
+                checksummed frame is read once, not copied); False skips them (constant time).
             key: require a valid signature under this key (or any of a list of keys).
             max_size: largest decompressed frame accepted (default 16 GiB).
 

@@ -66,7 +66,6 @@ def check_zero_copy(f):
 
 
 def check_verify(f):
-    # zero_copy=True skips checksums unless verify=True.
     with pytest.raises(freight.IntegrityError):
         f.loads(corrupted_array_payload())
 

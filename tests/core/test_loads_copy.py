@@ -59,7 +59,7 @@ def test_without_copy_arrays_view_a_writable_input():
 
 
 def test_copy_contradicts_zero_copy():
-    with pytest.raises(freight.DeserializationError, match="copy=True and zero_copy=True contradict"):
+    with pytest.raises(freight.OptionError, match="copy=True and zero_copy=True contradict"):
         freight.loads(freight.dumps(np.arange(10)), copy=True, zero_copy=True)
 
 

@@ -65,5 +65,5 @@ def test_frames_layout_and_freight_instances_apply_it_too():
 
 @pytest.mark.parametrize("bad", ["pandas.DataFrame", [1, 2], 5])
 def test_a_malformed_allowlist_is_a_freight_error(bad):
-    with pytest.raises(DeserializationError, match="allowed_tags"):
+    with pytest.raises(freight.OptionError, match="allowed_tags"):
         freight.loads(freight.dumps(1), allowed_tags=bad)

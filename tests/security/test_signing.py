@@ -475,28 +475,28 @@ def test_instance_key_checks_before_unpickling():
     assert SIDE_EFFECTS == []
 
 
-def test_empty_key_is_a_serialization_error():
-    with pytest.raises(freight.SerializationError):
+def test_empty_key_is_an_option_error():
+    with pytest.raises(freight.OptionError):
         freight.dumps(1, key=b"")
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.dumps_frames(1, key=b"")
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.loads(freight.dumps(1, key=KEY), key=b"")
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.loads(freight.dumps(1, key=KEY), key=[KEY, b""])
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.loads_frames(freight.dumps_frames(1, key=KEY), key=b"")
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.Freight(key=b"")
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.Freight(key=[KEY, b""])
 
 
 @pytest.mark.parametrize("key", ["text", 5, [KEY, "text"], [KEY, None]], ids=repr)
-def test_key_of_the_wrong_type_is_a_serialization_error(key):
-    with pytest.raises(freight.SerializationError):
+def test_key_of_the_wrong_type_is_an_option_error(key):
+    with pytest.raises(freight.OptionError):
         freight.dumps(1, key=key)
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.loads(freight.dumps(1, key=KEY), key=key)
 
 
@@ -504,13 +504,13 @@ def test_key_of_the_wrong_type_is_a_serialization_error(key):
 def test_empty_key_list_does_not_disable_verification(keys):
     """An empty list of keys must not silently turn signature checking off (fail open)."""
     unsigned = freight.dumps(Sneaky("empty-list"))
-    with pytest.raises((freight.SerializationError, freight.IntegrityError)):
+    with pytest.raises((freight.OptionError, freight.IntegrityError)):
         freight.loads(unsigned, key=keys)
     assert SIDE_EFFECTS == []
-    with pytest.raises((freight.SerializationError, freight.IntegrityError)):
+    with pytest.raises((freight.OptionError, freight.IntegrityError)):
         freight.loads_frames(freight.dumps_frames(Sneaky("empty-list")), key=keys)
     assert SIDE_EFFECTS == []
-    with pytest.raises(freight.SerializationError):
+    with pytest.raises(freight.OptionError):
         freight.Freight(key=keys)
 
 

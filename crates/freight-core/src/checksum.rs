@@ -44,7 +44,7 @@ pub fn frame_checksum(data: &[u8], block: bool) -> u64 {
         return xxh3_64(data);
     }
     let digests: Vec<u64> = if data.len() >= PARALLEL_MIN {
-        data.par_chunks(CHECKSUM_BLOCK).map(xxh3_64).collect()
+        crate::parallel::run(|| data.par_chunks(CHECKSUM_BLOCK).map(xxh3_64).collect())
     } else {
         data.chunks(CHECKSUM_BLOCK).map(xxh3_64).collect()
     };
@@ -60,10 +60,12 @@ pub fn copy_and_checksum(dst: &mut [u8], src: &[u8], block: bool) -> u64 {
     // Hash what was written, block by block while it is in cache: another thread may be
     // changing the source (the GIL is released), and the checksum must describe the stored bytes.
     let digests: Vec<u64> = if src.len() >= PARALLEL_MIN {
-        dst.par_chunks_mut(CHECKSUM_BLOCK)
-            .zip(src.par_chunks(CHECKSUM_BLOCK))
-            .map(|(d, s)| copy_then_hash(d, s))
-            .collect()
+        crate::parallel::run(|| {
+            dst.par_chunks_mut(CHECKSUM_BLOCK)
+                .zip(src.par_chunks(CHECKSUM_BLOCK))
+                .map(|(d, s)| copy_then_hash(d, s))
+                .collect()
+        })
     } else {
         dst.chunks_mut(CHECKSUM_BLOCK)
             .zip(src.chunks(CHECKSUM_BLOCK))
@@ -95,9 +97,11 @@ fn copy_then_hash(dst: &mut [u8], src: &[u8]) -> u64 {
 /// Copies `src` into `dst`, on all cores when large.
 pub fn copy_parallel(dst: &mut [u8], src: &[u8]) {
     if src.len() >= PARALLEL_MIN {
-        dst.par_chunks_mut(CHECKSUM_BLOCK)
-            .zip(src.par_chunks(CHECKSUM_BLOCK))
-            .for_each(|(d, s)| d.copy_from_slice(s));
+        crate::parallel::run(|| {
+            dst.par_chunks_mut(CHECKSUM_BLOCK)
+                .zip(src.par_chunks(CHECKSUM_BLOCK))
+                .for_each(|(d, s)| d.copy_from_slice(s))
+        });
     } else {
         dst.copy_from_slice(src);
     }

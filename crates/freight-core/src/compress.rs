@@ -202,23 +202,24 @@ fn decompress_block(codec_id: u8, stored: &[u8], raw: &mut [u8], index: usize) -
 
 /// Compresses a frame into its stored layout (blocks in parallel).
 pub fn compress(algorithm: Algorithm, raw: &[u8], shuffle_itemsize: Option<usize>) -> Vec<u8> {
-    let blocks: Vec<Vec<u8>> = raw
-        .par_chunks(BLOCK)
-        .map_init(
-            || (Vec::new(), Vec::new()),
-            |(shuffled, out), block| {
-                let input = match shuffle_itemsize {
-                    Some(itemsize) => {
-                        shuffle(block, itemsize, shuffled);
-                        &shuffled[..]
-                    }
-                    None => block,
-                };
-                compress_block(algorithm, input, out);
-                out.clone()
-            },
-        )
-        .collect();
+    let blocks: Vec<Vec<u8>> = crate::parallel::run(|| {
+        raw.par_chunks(BLOCK)
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(shuffled, out), block| {
+                    let input = match shuffle_itemsize {
+                        Some(itemsize) => {
+                            shuffle(block, itemsize, shuffled);
+                            &shuffled[..]
+                        }
+                        None => block,
+                    };
+                    compress_block(algorithm, input, out);
+                    out.clone()
+                },
+            )
+            .collect()
+    });
     let mut stored =
         Vec::with_capacity(16 + blocks.len() * 4 + blocks.iter().map(Vec::len).sum::<usize>());
     put_uvarint(&mut stored, BLOCK as u64);
@@ -282,25 +283,27 @@ pub fn decompress(
     raw: &mut [u8],
 ) -> Result<()> {
     let (block, inputs) = blocks(stored, raw.len())?;
-    inputs
-        .into_par_iter()
-        .zip(raw.par_chunks_mut(block))
-        .enumerate()
-        .try_for_each(|(index, (input, out))| match shuffle_itemsize {
-            Some(itemsize) => SCRATCH.with(|scratch| {
-                // One scratch block per thread, kept between calls: a fresh 1 MiB buffer per
-                // block would cost its page faults every time.
-                let mut scratch = scratch.borrow_mut();
-                if scratch.len() < out.len() {
-                    scratch.resize(out.len(), 0);
-                }
-                let scratch = &mut scratch[..out.len()];
-                decompress_block(codec_id, input, scratch, index)?;
-                unshuffle(scratch, itemsize, out);
-                Ok(())
-            }),
-            None => decompress_block(codec_id, input, out, index),
-        })
+    crate::parallel::run(|| {
+        inputs
+            .into_par_iter()
+            .zip(raw.par_chunks_mut(block))
+            .enumerate()
+            .try_for_each(|(index, (input, out))| match shuffle_itemsize {
+                Some(itemsize) => SCRATCH.with(|scratch| {
+                    // One scratch block per thread, kept between calls: a fresh 1 MiB buffer per
+                    // block would cost its page faults every time.
+                    let mut scratch = scratch.borrow_mut();
+                    if scratch.len() < out.len() {
+                        scratch.resize(out.len(), 0);
+                    }
+                    let scratch = &mut scratch[..out.len()];
+                    decompress_block(codec_id, input, scratch, index)?;
+                    unshuffle(scratch, itemsize, out);
+                    Ok(())
+                }),
+                None => decompress_block(codec_id, input, out, index),
+            })
+    })
 }
 
 /// What `auto` does with a frame, decided from samples.

@@ -330,12 +330,14 @@ impl<'a> EnvelopeWriter<'a> {
         };
         let total: usize = frames.iter().map(|f| f.len()).sum();
         let sums: Vec<Option<u64>> = if frames.len() > 1 && total >= PARALLEL_FRAMES {
-            pieces
-                .into_par_iter()
-                .zip(frames.par_iter())
-                .enumerate()
-                .map(write)
-                .collect()
+            crate::parallel::run(|| {
+                pieces
+                    .into_par_iter()
+                    .zip(frames.par_iter())
+                    .enumerate()
+                    .map(write)
+                    .collect()
+            })
         } else {
             pieces
                 .into_iter()

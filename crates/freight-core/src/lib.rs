@@ -7,6 +7,8 @@
 //! - [`writer`] / [`reader`]: the node tree, written and read one node at a time.
 //! - [`walk`]: a Python-free structural check of a tree (used by `inspect` and the tests).
 //! - [`checksum`], [`memory`]: xxh3-64 (fused with copies) and huge-page advice.
+//! - [`fork`], [`parallel`]: values that belong to one process (rebuilt in a forked child) and
+//!   the thread pool built on them.
 //! - [`ptrmap`]: maps keyed by object address, for the encoder's memo.
 //! - [`utf8`]: checks of string arrays read from payloads (Arrow's layouts).
 //! - [`sparse`]: checks of compressed sparse index arrays read from payloads (CSR/CSC/BSR).
@@ -19,7 +21,9 @@ pub mod checksum;
 pub mod compress;
 pub mod envelope;
 pub mod error;
+pub mod fork;
 pub mod memory;
+pub mod parallel;
 pub mod payload;
 pub mod ptrmap;
 pub mod reader;

@@ -28,15 +28,32 @@ pub enum Parts<B> {
     Split(Vec<B>),
 }
 
+/// Whether frame checksums are checked when the caller does not say. A payload that carries
+/// checksums asked for them to be checked: a zero-copy or mapped load reads each such frame once
+/// (no copy) before handing out a view of it, so that a damaged file never decodes into wrong
+/// numbers in silence. Opting out (`verify=False`) is the caller's explicit choice, for
+/// constant-time views of bytes they trust.
+pub const VERIFY_BY_DEFAULT: bool = true;
+
 /// How `Payload::open` reads a payload.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OpenOptions<'k> {
     /// Keys the signature is checked against, before anything else is read (any of them
     /// verifies); empty: no signature is required.
     pub keys: &'k [Vec<u8>],
     pub limits: Limits,
-    /// Whether frame checksums are checked when frames are used.
+    /// Whether frame checksums are checked when frames are used (`VERIFY_BY_DEFAULT`).
     pub verify: bool,
+}
+
+impl Default for OpenOptions<'_> {
+    fn default() -> Self {
+        Self {
+            keys: &[],
+            limits: Limits::default(),
+            verify: VERIFY_BY_DEFAULT,
+        }
+    }
 }
 
 /// The node tree of a payload that holds builtins only (no frames, serializer tags, producer
@@ -478,10 +495,12 @@ impl<B: AsRef<[u8]>> Frames<B> {
         if todo.len() < 2 || total < crate::envelope::PARALLEL_FRAMES {
             return Ok(());
         }
-        todo.par_iter().try_for_each(|(index, frame)| {
-            frame.check(*index as usize)?;
-            frame.verified.store(true, Ordering::Relaxed);
-            Ok(())
+        crate::parallel::run(|| {
+            todo.par_iter().try_for_each(|(index, frame)| {
+                frame.check(*index as usize)?;
+                frame.verified.store(true, Ordering::Relaxed);
+                Ok(())
+            })
         })
     }
 

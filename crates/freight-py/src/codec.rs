@@ -73,19 +73,22 @@ impl Codec {
     #[allow(clippy::too_many_arguments)]
     fn decode_options(
         &self,
-        allow_pickle: Option<bool>,
-        zero_copy: Option<bool>,
-        verify: Option<bool>,
+        allow_pickle: Option<&Bound<'_, PyAny>>,
+        zero_copy: Option<&Bound<'_, PyAny>>,
+        verify: Option<&Bound<'_, PyAny>>,
         key: Option<&Bound<'_, PyAny>>,
-        max_size: Option<i128>,
+        max_size: Option<&Bound<'_, PyAny>>,
         allowed_tags: Option<&Bound<'_, PyAny>>,
-        strict_versions: Option<bool>,
-        copy: Option<bool>,
+        strict_versions: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
     ) -> Result<DecodeOptions> {
-        let zero_copy = zero_copy.unwrap_or(self.zero_copy);
-        let copy = copy.unwrap_or(false);
+        let allow_pickle = options::flag("allow_pickle", allow_pickle)?;
+        let verify = options::flag("verify", verify)?;
+        let strict_versions = options::flag("strict_versions", strict_versions)?;
+        let zero_copy = options::flag("zero_copy", zero_copy)?.unwrap_or(self.zero_copy);
+        let copy = options::flag("copy", copy)?.unwrap_or(false);
         if copy && zero_copy {
-            return Err(Error::decode(
+            return Err(Error::option(
                 "copy=True and zero_copy=True contradict each other: copy=True copies every array \
                  out of the input, zero_copy=True views it; pass one",
             ));
@@ -94,17 +97,15 @@ impl Codec {
             allow_pickle: allow_pickle.unwrap_or(self.allow_pickle),
             zero_copy,
             copy,
-            // Verifying reads every byte: a zero-copy load skips it unless asked, so that it stays
-            // constant-time.
-            verify: verify.or(self.verify).unwrap_or(!zero_copy),
+            // The reading contract's rule: zero-copy and mapped loads verify too, unless told not to.
+            verify: verify
+                .or(self.verify)
+                .unwrap_or(freight_core::payload::VERIFY_BY_DEFAULT),
             keys: match key {
                 Some(key) => options::keys(key)?,
                 None => self.keys.clone(),
             },
-            max_size: match max_size {
-                Some(v) => options::max_size(v)?,
-                None => self.max_size,
-            },
+            max_size: options::max_size_arg(max_size)?.unwrap_or(self.max_size),
             allowed_tags: match allowed_tags {
                 Some(obj) => options::allowed_tags(obj)?,
                 None => self.allowed_tags.clone(),
@@ -285,26 +286,27 @@ impl Codec {
 #[pymethods]
 impl Codec {
     #[new]
-    #[pyo3(signature = (registry, *, allow_pickle=true, zero_copy=false, verify=None, checksum=false, compression=None, key=None, max_size=None, allowed_tags=None, strict_versions=false))]
+    #[pyo3(signature = (registry, *, allow_pickle=None, zero_copy=None, verify=None, checksum=None, compression=None, key=None, max_size=None, allowed_tags=None, strict_versions=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         registry: Bound<'_, PyAny>,
-        allow_pickle: bool,
-        zero_copy: bool,
-        verify: Option<bool>,
-        checksum: bool,
+        allow_pickle: Option<Bound<'_, PyAny>>,
+        zero_copy: Option<Bound<'_, PyAny>>,
+        verify: Option<Bound<'_, PyAny>>,
+        checksum: Option<Bound<'_, PyAny>>,
         compression: Option<Bound<'_, PyAny>>,
         key: Option<Bound<'_, PyAny>>,
-        max_size: Option<i128>,
+        max_size: Option<Bound<'_, PyAny>>,
         allowed_tags: Option<Bound<'_, PyAny>>,
-        strict_versions: bool,
+        strict_versions: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let flag = |name, obj: &Option<Bound<'_, PyAny>>| options::flag(name, obj.as_ref());
         Ok(Self {
             dispatch: DispatchRefs::new(&registry)?,
-            allow_pickle,
-            zero_copy,
-            verify,
-            checksum,
+            allow_pickle: flag("allow_pickle", &allow_pickle)?.unwrap_or(true),
+            zero_copy: flag("zero_copy", &zero_copy)?.unwrap_or(false),
+            verify: flag("verify", &verify)?,
+            checksum: flag("checksum", &checksum)?.unwrap_or(false),
             compression: match &compression {
                 Some(obj) => options::compression(obj)?,
                 None => Compression::None,
@@ -313,15 +315,13 @@ impl Codec {
                 Some(obj) => options::keys(obj)?,
                 None => Vec::new(),
             },
-            max_size: match max_size {
-                Some(v) => options::max_size(v)?,
-                None => options::DEFAULT_MAX_SIZE,
-            },
+            max_size: options::max_size_arg(max_size.as_ref())?
+                .unwrap_or(options::DEFAULT_MAX_SIZE),
             allowed_tags: match &allowed_tags {
                 Some(obj) => options::allowed_tags(obj)?,
                 None => None,
             },
-            strict_versions,
+            strict_versions: flag("strict_versions", &strict_versions)?.unwrap_or(false),
         })
     }
 
@@ -331,10 +331,11 @@ impl Codec {
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
-        checksum: Option<bool>,
+        checksum: Option<&Bound<'py, PyAny>>,
         compression: Option<&Bound<'py, PyAny>>,
         key: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyBytes>> {
+        let checksum = options::flag("checksum", checksum)?;
         Ok(self.dumps_impl(py, obj, checksum, compression, key)?)
     }
 
@@ -346,11 +347,11 @@ impl Codec {
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
-        checksum: Option<bool>,
+        checksum: Option<&Bound<'py, PyAny>>,
         compression: Option<&Bound<'py, PyAny>>,
         key: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let checksum = checksum.unwrap_or(self.checksum);
+        let checksum = options::flag("checksum", checksum)?.unwrap_or(self.checksum);
         Ok(self.dumps_frames_impl(py, obj, checksum, compression, key)?)
     }
 
@@ -360,11 +361,11 @@ impl Codec {
         &self,
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
-        checksum: Option<bool>,
+        checksum: Option<&Bound<'_, PyAny>>,
         compression: Option<&Bound<'_, PyAny>>,
         key: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PayloadParts> {
-        let checksum = checksum.unwrap_or(self.checksum);
+        let checksum = options::flag("checksum", checksum)?.unwrap_or(self.checksum);
         Ok(self.dumps_parts_impl(py, obj, checksum, compression, key)?)
     }
 
@@ -375,14 +376,14 @@ impl Codec {
         &self,
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
-        allow_pickle: Option<bool>,
-        zero_copy: Option<bool>,
-        verify: Option<bool>,
+        allow_pickle: Option<&Bound<'py, PyAny>>,
+        zero_copy: Option<&Bound<'py, PyAny>>,
+        verify: Option<&Bound<'py, PyAny>>,
         key: Option<&Bound<'py, PyAny>>,
-        max_size: Option<i128>,
+        max_size: Option<&Bound<'py, PyAny>>,
         allowed_tags: Option<&Bound<'py, PyAny>>,
-        strict_versions: Option<bool>,
-        copy: Option<bool>,
+        strict_versions: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let defaults = allow_pickle.is_none()
             && zero_copy.is_none()
@@ -396,7 +397,7 @@ impl Codec {
                 if let Some(obj) = decode_builtins(py, bytes.as_bytes())? {
                     return Ok(obj);
                 }
-            } else if copy == Some(true) && !self.zero_copy {
+            } else if options::flag("copy", copy)? == Some(true) && !self.zero_copy {
                 // A borrowed buffer (mpi4py's receive buffer): builtins are decoded into new
                 // objects, so the fast path serves it too, without a bytes copy first.
                 if let Ok(buf) = RawBuffer::get(data, pyo3::ffi::PyBUF_SIMPLE) {
@@ -427,14 +428,14 @@ impl Codec {
         &self,
         py: Python<'py>,
         frames: &Bound<'py, PyAny>,
-        allow_pickle: Option<bool>,
-        zero_copy: Option<bool>,
-        verify: Option<bool>,
+        allow_pickle: Option<&Bound<'py, PyAny>>,
+        zero_copy: Option<&Bound<'py, PyAny>>,
+        verify: Option<&Bound<'py, PyAny>>,
         key: Option<&Bound<'py, PyAny>>,
-        max_size: Option<i128>,
+        max_size: Option<&Bound<'py, PyAny>>,
         allowed_tags: Option<&Bound<'py, PyAny>>,
-        strict_versions: Option<bool>,
-        copy: Option<bool>,
+        strict_versions: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = self.decode_options(
             allow_pickle,

@@ -15,6 +15,7 @@ pyo3::import_exception!(freight.exceptions, MissingDependencyError);
 pyo3::import_exception!(freight.exceptions, StorageError);
 pyo3::import_exception!(freight.exceptions, KeyNotFoundError);
 pyo3::import_exception!(freight.exceptions, KeyExistsError);
+pyo3::import_exception!(freight.exceptions, OptionError);
 
 /// Everything that can go wrong in the bindings. The direction (encoding or decoding) is part
 /// of each variant, so the mapping needs no context.
@@ -31,6 +32,9 @@ pub enum Error {
     /// Python code raised while freight decoded (numpy on a dtype, a serializer, a constructor
     /// on a malformed value): `DeserializationError`, with that exception as its `__cause__`.
     Decode { msg: String, cause: Option<PyErr> },
+    /// An option's value is of the wrong kind or out of range (`compression="gzip"`,
+    /// `key="text"`): `OptionError`, whichever direction the call goes.
+    Option(String),
     /// Decoding would run code that `allow_pickle=False` refuses: `UnsafePayloadError`.
     Unsafe(String),
     /// Decoding needs a library that is not installed: `MissingDependencyError`.
@@ -97,6 +101,7 @@ impl From<Error> for PyErr {
             Error::Py(err) => err,
             Error::Encode { msg, cause } => with_cause(SerializationError::new_err(msg), cause),
             Error::Decode { msg, cause } => with_cause(DeserializationError::new_err(msg), cause),
+            Error::Option(msg) => OptionError::new_err(msg),
             Error::Unsafe(msg) => UnsafePayloadError::new_err(msg),
             Error::Missing(msg) => MissingDependencyError::new_err(msg),
             Error::Store(err) => {
@@ -129,6 +134,11 @@ impl Error {
             msg: msg.into(),
             cause: None,
         }
+    }
+
+    /// An option value of the wrong kind; `msg` says what the option takes.
+    pub fn option(msg: impl Into<String>) -> Self {
+        Error::Option(msg.into())
     }
 
     /// A corrupt-payload error (the core's wording: "corrupt freight payload: ...").

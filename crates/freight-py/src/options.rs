@@ -22,7 +22,7 @@ pub enum Compression {
 const ZSTD_DEFAULT_LEVEL: i32 = 3;
 
 fn bad_compression(obj: &Bound<'_, PyAny>) -> Error {
-    Error::encode(format!(
+    Error::option(format!(
         "compression must be None, \"none\", \"lz4\", \"zstd\", (\"zstd\", level) with level -7..22, \"auto\" or (\"auto\", link bytes per second); got {}",
         obj.repr().map(|r| r.to_string()).unwrap_or_default()
     ))
@@ -77,13 +77,13 @@ pub fn compression(obj: &Bound<'_, PyAny>) -> Result<Compression> {
 /// The link speed of `("auto", bytes_per_second)`: a finite number, at least 1.
 fn transport_speed(obj: &Bound<'_, PyAny>) -> Result<u64> {
     let speed: f64 = obj.extract().map_err(|_| {
-        Error::encode(format!(
+        Error::option(format!(
             "(\"auto\", speed): the speed is the link's bytes per second (e.g. 1e9), not {}",
             obj.repr().map(|r| r.to_string()).unwrap_or_default()
         ))
     })?;
     if !(speed.is_finite() && speed >= 1.0) {
-        return Err(Error::encode(format!(
+        return Err(Error::option(format!(
             "(\"auto\", speed): the speed is the link's bytes per second, at least 1, not {speed}"
         )));
     }
@@ -103,7 +103,7 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> Result<Vec<Vec<u8>>> {
         };
     if items.is_empty() {
         // An empty list must not quietly mean "no key": that would switch verification off.
-        return Err(Error::encode(
+        return Err(Error::option(
             "key= got an empty list of keys; pass at least one key, or key=None to not sign or verify"
                 .to_owned(),
         ));
@@ -116,14 +116,14 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> Result<Vec<Vec<u8>>> {
             crate::buffer::RawBuffer::simple(&item)
                 .map(|buf| buf.as_slice().to_vec())
                 .map_err(|_| {
-                    Error::encode(
+                    Error::option(
                         "a key must be bytes (or a list of bytes to accept several on load)"
                             .to_owned(),
                     )
                 })?
         };
         if key.is_empty() {
-            return Err(Error::encode(
+            return Err(Error::option(
                 "an empty key signs nothing: use a long random secret (32 bytes or more)"
                     .to_owned(),
             ));
@@ -137,10 +137,40 @@ pub fn keys(obj: &Bound<'_, PyAny>) -> Result<Vec<Vec<u8>>> {
 /// decompression bomb cannot make a load allocate more (pass max_size= for larger payloads).
 pub const DEFAULT_MAX_SIZE: u64 = 16 << 30;
 
+fn repr(obj: &Bound<'_, PyAny>) -> String {
+    obj.repr().map(|r| r.to_string()).unwrap_or_default()
+}
+
+/// A yes/no option of a call (`checksum=`, `zero_copy=`, ...): None when left out, else True or
+/// False (numpy's bool too); anything else is an `OptionError` naming the option. Taken as an
+/// object rather than a `bool` argument so that the error is freight's, not PyO3's bare
+/// `TypeError` without the option's name.
+pub fn flag(name: &str, obj: Option<&Bound<'_, PyAny>>) -> Result<Option<bool>> {
+    obj.map(|obj| {
+        obj.extract::<bool>()
+            .map_err(|_| Error::option(format!("{name}= takes True or False; got {}", repr(obj))))
+    })
+    .transpose()
+}
+
+/// `max_size=` of a call: None when left out, else a whole number of bytes (see `max_size`).
+pub fn max_size_arg(obj: Option<&Bound<'_, PyAny>>) -> Result<Option<u64>> {
+    obj.map(|obj| {
+        let value: i128 = obj.extract().map_err(|_| {
+            Error::option(format!(
+                "max_size= takes a whole number of bytes (or None for the default bound); got {}",
+                repr(obj)
+            ))
+        })?;
+        max_size(value)
+    })
+    .transpose()
+}
+
 /// Checks `max_size=`: a number of bytes, 0 or more.
 pub fn max_size(value: i128) -> Result<u64> {
     u64::try_from(value).map_err(|_| {
-        Error::decode(format!(
+        Error::option(format!(
             "max_size must be a number of bytes from 0 to 2**64-1 (the largest frame loads accepts); got {value}"
         ))
     })
@@ -153,7 +183,7 @@ pub fn allowed_tags(obj: &Bound<'_, PyAny>) -> Result<Option<Vec<String>>> {
         return Ok(None);
     }
     let bad = || {
-        Error::decode(
+        Error::option(
             "allowed_tags must be None or a list of serializer tags (strings; \"pickle\" for pickle)"
                 .to_owned(),
         )

@@ -12,7 +12,9 @@ use object_store::{BackoffConfig, ClientOptions, RetryConfig};
 
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::store::{Backend, Store};
+use crate::store::{Backend, Client, Store};
+use freight_core::fork::PerProcess;
+use object_store::ObjectStore;
 
 /// Options of `open` (all optional; S3 ones fall back to the AWS environment variables).
 #[derive(Debug, Default, Clone)]
@@ -41,7 +43,7 @@ impl Store {
     pub fn open(url: &str, options: &Options) -> Result<Store> {
         if let Some(rest) = url.strip_prefix("memory://") {
             return Ok(Store {
-                inner: Arc::new(InMemory::new()),
+                client: Client::Shared(Arc::new(InMemory::new())),
                 local: None,
                 prefix: keys::prefix_segments(rest),
                 url: url.to_owned(),
@@ -70,7 +72,7 @@ impl Store {
         let local = Arc::new(local);
         let root = std::fs::canonicalize(path).map_err(|e| bad(url, e.to_string()))?;
         Ok(Store {
-            inner: local.clone(),
+            client: Client::Shared(local.clone()),
             local: Some(local),
             prefix: Vec::new(),
             url: format!("file://{}", root.display()),
@@ -124,9 +126,16 @@ fn open_s3(url: &str, rest: &str, o: &Options) -> Result<Store> {
         max_retries: o.max_retries.unwrap_or(5),
         retry_timeout: Duration::from_secs(120),
     });
-    let store = builder.build().map_err(|e| bad(url, e.to_string()))?;
+    let store = builder
+        .clone()
+        .build()
+        .map_err(|e| bad(url, e.to_string()))?;
+    let store: Arc<dyn ObjectStore> = Arc::new(store);
     Ok(Store {
-        inner: Arc::new(store),
+        client: Client::Connected {
+            client: PerProcess::with(store),
+            settings: builder,
+        },
         local: None,
         prefix: keys::prefix_segments(prefix),
         url: url.trim_end_matches('/').to_owned(),

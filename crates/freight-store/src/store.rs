@@ -3,10 +3,11 @@
 //! the GIL around them). Writes are atomic: a reader sees the old value or the whole new one.
 
 use std::ops::Range;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use freight_core::fork::PerProcess;
 use futures::{StreamExt, TryStreamExt};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
@@ -31,8 +32,10 @@ const MAP_MIN: u64 = 1 << 20;
 /// write of the same key (younger ones may belong to a writer still at work).
 const STALE: Duration = Duration::from_secs(600);
 
+/// The storage runtime of this process (a forked child builds its own: the parent's worker
+/// threads do not exist there; see freight_core::fork).
 fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    static RUNTIME: PerProcess<tokio::runtime::Runtime> = PerProcess::new();
     RUNTIME.get_or_init(|| {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
         tokio::runtime::Builder::new_multi_thread()
@@ -111,8 +114,31 @@ impl AsRef<[u8]> for Stored {
     }
 }
 
+/// A backend's client. An S3 client holds pooled connections driven by tasks of the runtime
+/// it ran on, which a forked child does not have: each process builds its own from the same
+/// settings. Local folders and memory hold no connection and are shared as they are.
+pub(crate) enum Client {
+    Shared(Arc<dyn ObjectStore>),
+    Connected {
+        client: PerProcess<Arc<dyn ObjectStore>>,
+        settings: object_store::aws::AmazonS3Builder,
+    },
+}
+
+impl Client {
+    fn get(&self) -> object_store::Result<&Arc<dyn ObjectStore>> {
+        match self {
+            Client::Shared(store) => Ok(store),
+            Client::Connected { client, settings } => client.get_or_try_init(|| {
+                let store: Arc<dyn ObjectStore> = Arc::new(settings.clone().build()?);
+                Ok(store)
+            }),
+        }
+    }
+}
+
 pub struct Store {
-    pub(crate) inner: Arc<dyn ObjectStore>,
+    pub(crate) client: Client,
     /// The concrete local store, for mmap and the staging-file sweep.
     pub(crate) local: Option<Arc<LocalFileSystem>>,
     pub(crate) prefix: Vec<String>,
@@ -138,6 +164,11 @@ impl Store {
 
     pub fn is_local(&self) -> bool {
         self.local.is_some()
+    }
+
+    /// This process's client of the backend.
+    fn inner(&self) -> object_store::Result<&Arc<dyn ObjectStore>> {
+        self.client.get()
     }
 
     fn path(&self, key: &str) -> Result<Path> {
@@ -246,11 +277,11 @@ impl Store {
             } else {
                 PutMode::Overwrite
             };
-            let put = block_on(self.inner.put_opts(
-                &path,
-                PutPayload::from(data),
-                PutOptions::from(mode),
-            ));
+            let put = block_on(async {
+                self.inner()?
+                    .put_opts(&path, PutPayload::from(data), PutOptions::from(mode))
+                    .await
+            });
             progress(total as u64, total as u64);
             return put.map(|_| ()).map_err(|e| self.err("save", key, e));
         }
@@ -263,8 +294,8 @@ impl Store {
         let staged = keys::to_path(&self.prefix, &format!("{key}{}{}", keys::STAGING, unique()));
         let result = block_on(async {
             self.upload(&staged, parts, progress).await?;
-            let copied = self.inner.copy_if_not_exists(&staged, &path).await;
-            let _ = self.inner.delete(&staged).await;
+            let copied = self.inner()?.copy_if_not_exists(&staged, &path).await;
+            let _ = self.inner()?.delete(&staged).await;
             copied
         });
         result.map_err(|e| self.err("save", key, e))
@@ -277,7 +308,7 @@ impl Store {
         progress: Progress<'_>,
     ) -> object_store::Result<()> {
         let total = parts.iter().map(|p| p.len() as u64).sum();
-        let upload = self.inner.put_multipart(path).await?;
+        let upload = self.inner()?.put_multipart(path).await?;
         let mut writer = WriteMultipart::new_with_chunk_size(upload, PART);
         for part in parts {
             for chunk in part.chunks(PART) {
@@ -305,9 +336,10 @@ impl Store {
         }
         let path = self.path(key)?;
         block_on(async {
-            let size = self.inner.head(&path).await?.size;
+            let inner = self.inner()?;
+            let size = inner.head(&path).await?.size;
             if size < 2 * RANGE || self.is_local() {
-                return Ok(Stored::Bytes(self.inner.get(&path).await?.bytes().await?));
+                return Ok(Stored::Bytes(inner.get(&path).await?.bytes().await?));
             }
             let ranges: Vec<Range<u64>> = (0..size)
                 .step_by(RANGE as usize)
@@ -316,7 +348,7 @@ impl Store {
             // One request per range, RANGES_IN_FLIGHT at a time, appended in order as they
             // arrive (object_store's get_ranges would merge adjacent ranges into one request).
             let mut chunks = futures::stream::iter(ranges)
-                .map(|range| self.inner.get_range(&path, range))
+                .map(|range| inner.get_range(&path, range))
                 .buffered(RANGES_IN_FLIGHT);
             let mut out = Vec::with_capacity(size as usize);
             while let Some(chunk) = chunks.try_next().await? {
@@ -332,12 +364,12 @@ impl Store {
     pub fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
         let path = self.path(key)?;
         block_on(async {
-            let size = self.inner.head(&path).await?.size;
+            let size = self.inner()?.head(&path).await?.size;
             let range = range.start.min(size)..range.end.min(size);
             if range.is_empty() {
                 return Ok(Bytes::new());
             }
-            self.inner.get_range(&path, range).await
+            self.inner()?.get_range(&path, range).await
         })
         .map_err(|e| self.err("load", key, e))
     }
@@ -346,8 +378,11 @@ impl Store {
     pub fn get_head(&self, key: &str, len: u64) -> Result<(Bytes, Meta)> {
         let path = self.path(key)?;
         block_on(async {
-            let meta = self.inner.head(&path).await?;
-            let bytes = self.inner.get_range(&path, 0..len.min(meta.size)).await?;
+            let meta = self.inner()?.head(&path).await?;
+            let bytes = self
+                .inner()?
+                .get_range(&path, 0..len.min(meta.size))
+                .await?;
             Ok((bytes, meta))
         })
         .map(|(bytes, meta)| (bytes, self.meta(key, &meta)))
@@ -410,7 +445,7 @@ impl Store {
 
     pub fn head(&self, key: &str) -> Result<Meta> {
         let path = self.path(key)?;
-        block_on(self.inner.head(&path))
+        block_on(async { self.inner()?.head(&path).await })
             .map(|meta| self.meta(key, &meta))
             .map_err(|e| self.err("info", key, e))
     }
@@ -427,8 +462,8 @@ impl Store {
         let path = self.path(key)?;
         block_on(async {
             // object_store's delete succeeds on a missing key on some backends: look first.
-            self.inner.head(&path).await?;
-            self.inner.delete(&path).await
+            self.inner()?.head(&path).await?;
+            self.inner()?.delete(&path).await
         })
         .map_err(|e| self.err("delete", key, e))
     }
@@ -441,7 +476,7 @@ impl Store {
         segments.extend(keys::prefix_segments(folder));
         let list_path = keys::folder(&segments);
         let metas: Vec<object_store::ObjectMeta> =
-            block_on(self.inner.list(list_path.as_ref()).try_collect())
+            block_on(async { self.inner()?.list(list_path.as_ref()).try_collect().await })
                 .map_err(|e| self.err("list", prefix, e))?;
         let mut out: Vec<Meta> = metas
             .iter()
@@ -464,7 +499,7 @@ impl Store {
         let n = paths.len();
         block_on(async {
             let stream = futures::stream::iter(paths.into_iter().map(Ok)).boxed();
-            self.inner
+            self.inner()?
                 .delete_stream(stream)
                 .try_collect::<Vec<_>>()
                 .await

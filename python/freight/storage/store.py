@@ -210,8 +210,10 @@ class Store(MutableMapping[str, Any]):
 
         Args:
             mmap: on a local folder store, map the file instead of reading it: arrays come back
-                as read-only views of the mapping (constant time whatever the size), which lives
-                as long as they do. Compressed frames cannot be viewed: they are decompressed
+                as read-only views of the mapping, which lives as long as they do. Checksummed
+                frames (``save`` writes them) are read once to verify them first (a damaged file
+                raises :class:`freight.IntegrityError`); ``verify=False`` skips that, in
+                constant time. Compressed frames cannot be viewed: they are decompressed
                 into new memory, with a :class:`freight.FreightWarning` (values meant to be
                 mapped are saved with ``compression="none"``).
             **options: for :meth:`freight.Freight.loads` (``allow_pickle``, ``verify``, ``key``,

@@ -1,0 +1,92 @@
+"""Stores after ``fork()``: a child uses a store its parent opened and used (large saves and
+loads on the storage runtime, ranged reads of S3), and stores of its own, and finishes. The
+parent's runtime threads and S3 connections do not exist in a forked child; freight builds the
+child's own (see freight_core::fork). support/forking.py says how a hang fails the test.
+"""
+
+from __future__ import annotations
+
+
+import pytest
+
+from support import child_env
+from support.forking import run_forked
+
+# 48 MB values: a streamed save (> 16 MiB on S3: a multipart upload), a load in parallel ranges
+# (>= 32 MiB on S3), and the codec's parallel copies.
+
+
+@pytest.fixture(params=["file", "s3"])
+def location(request, tmp_path):
+    if request.param == "file":
+        return str(tmp_path / "store"), {}
+    server = request.getfixturevalue("s3_server")
+    server.start()
+    options = dict(
+        endpoint_url=server.endpoint,
+        access_key_id=server.access_key_id,
+        secret_access_key=server.secret_access_key,
+        region=server.region,
+        allow_http=True,
+    )
+    return f"s3://{server.bucket}/fork-{request.node.name}", options
+
+
+def test_child_saves_and_loads_after_the_parent_did(location):
+    url, options = location
+    steps = run_forked(
+        f"""
+        import os
+        import numpy as np
+        import freight.storage
+
+        store = freight.storage.open({url!r}, compression="none", **{options!r})
+        big = np.arange(6_000_000.0)  # 48 MB
+        store.save("input", big)
+        assert (store.load("input") == big).all()
+        assert (store.load("input", mmap=True) == big).all() if store.url.startswith("file") else True
+        print("parent", flush=True)
+
+        pid = os.fork()
+        if pid == 0:
+            try:
+                # The parent's store object, then a new one on the same place.
+                assert (store.load("input") == big).all()
+                store.save("from-child", big + 1)
+                again = freight.storage.open({url!r}, **{options!r})
+                assert (again.load("from-child") == big + 1).all()
+                print("child", flush=True)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert (store.load("from-child") == big + 1).all()
+        print("parent again", flush=True)
+        """,
+        env=child_env(),
+    )
+    assert steps == ["parent", "child", "parent again"]
+
+
+def test_pool_workers_load_the_parents_input(location):
+    """The report's realistic job: the parent saves and loads a 48 MB input through a store,
+    fork-pool workers load it by key."""
+    url, options = location
+    steps = run_forked(
+        f"""
+        import multiprocessing as mp
+        import numpy as np
+        import freight.storage
+
+        store = freight.storage.open({url!r}, **{options!r})
+        store.save("input", np.arange(6_000_000.0))
+        store.load("input")
+
+        def work(i):
+            return float(store.load("input")[i])
+
+        if __name__ == "__main__":
+            with mp.get_context("fork").Pool(2) as pool:
+                print(pool.map(work, [1, 2, 3]), flush=True)
+        """,
+    )
+    assert steps == ["[1.0, 2.0, 3.0]"]
