@@ -522,10 +522,11 @@ def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = No
 def _warm_up() -> None:
     """Does at import what the first calls would otherwise do (issue 23: the first calls looked
     slow), where it is cheap: the walker's table of stdlib types (its lookup of
-    ``zoneinfo.ZoneInfo`` imports zoneinfo, about 2 ms: most of a first ``dumps``), the probe of
-    this thread's stack limits that nested values need (glibc reads /proc/self/maps: 0.2-0.3 ms
-    with numpy loaded), and freight's numpy module when numpy is already imported (its first
-    array, 0.35 ms). Other threads probe their own stack on their first nested value.
+    ``zoneinfo.ZoneInfo`` imports zoneinfo: most of a first ``dumps``), the probe of this
+    thread's stack limits that nested values need (glibc reads /proc/self/maps, longer the more
+    libraries are loaded), and freight's numpy module when numpy is already imported (an import
+    its first array would otherwise pay). Other threads probe their own stack on their first
+    nested value.
 
     Nothing here is needed: ``import freight`` never fails because of it (issue 30). A library
     that cannot be imported, even one blocked with ``sys.modules["numpy"] = None`` (the usual way

@@ -160,8 +160,8 @@ _WHY_SLOWER = {
     "scorer": (
         "A small closure is pickled by cloudpickle inside freight's envelope: the header, the\n"
         "   record of Python's and cloudpickle's versions and the hook that hands arrays found in it\n"
-        "   back to freight cost ~20% on a 1 KiB closure (about 190k vs 157k instructions per dumps);\n"
-        "   a closure that carries arrays wins it back with frames (freight bench: closures)."
+        "   back to freight are a fixed cost on top of cloudpickle's, which a small closure's dumps\n"
+        "   cannot hide; a closure that carries arrays wins it back with frames (freight bench: closures)."
     ),
 }
 _WHY_NOISE = (

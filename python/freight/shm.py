@@ -50,9 +50,9 @@ __all__ = [
 ]  # fmt: skip
 
 #: Frames of at least this many bytes go through shared memory, smaller ones in the pickle stream.
-#: Measured (docs/integrations/multiprocessing.md): one float64 array to a forkserver Pool worker
-#: and back, pipe time over shared-memory time: 16 KiB 0.72x, 64 KiB 1.26x, 256 KiB 2.8x, 1 MiB
-#: 4.7x, 16 MiB 7.7x, 64 MiB 12.5x.
+#: Measured (docs/integrations/multiprocessing.md), one float64 array to a forkserver Pool worker
+#: and back: the pipe is faster for small arrays, shared memory from this size on, by more the
+#: larger the array.
 THRESHOLD = 64 * 1024
 
 DIRECTORY = "/dev/shm"

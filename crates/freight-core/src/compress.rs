@@ -160,7 +160,8 @@ fn compress_block(algorithm: Algorithm, raw: &[u8], out: &mut Vec<u8>) {
 /// One LZ4 block through liblz4's `LZ4_decompress_safe`, the reference decoder: it never reads
 /// past `stored` nor writes past `raw` whatever the input (its "safe" contract, fuzzed upstream).
 /// lz4_flex decodes the long runs of equal bytes that byte-shuffled numbers give one byte at a
-/// time (matches at offset 1): 1 MiB of shuffled int64 took 650 us there, 90 us here.
+/// time (matches at offset 1), several times slower than liblz4 on shuffled numbers (measured:
+/// docs/ARCHITECTURE.md, "Compression, checksums and signatures").
 fn lz4_decompress(stored: &[u8], raw: &mut [u8]) -> std::result::Result<usize, String> {
     let (Ok(stored_len), Ok(capacity)) = (i32::try_from(stored.len()), i32::try_from(raw.len()))
     else {
@@ -313,8 +314,8 @@ pub enum Decision {
     Compress { shuffle: bool },
 }
 
-/// Frames below this are never compressed by `auto`: even its cheapest probe would cost more
-/// than 5% of writing them raw.
+/// Frames below this are never compressed by `auto`: even its cheapest probe (three lz4 samples)
+/// would be a noticeable share of writing them raw.
 pub const AUTO_MIN: usize = 1 << 20;
 /// Bytes of each of the `SAMPLES` evenly spaced samples `decide` compresses.
 const SAMPLE: usize = 4 * 1024;
@@ -323,9 +324,9 @@ const SAMPLES: usize = 3;
 /// The link speed `auto` weighs compression against unless told otherwise: 1 GB/s.
 pub const DEFAULT_TRANSPORT_SPEED: u64 = 1_000_000_000;
 
-/// `auto`'s cost model: nanoseconds per raw byte that lz4 takes on one core, from what the
-/// samples compress to, never from a clock (a timed decision made the same value give 8.4 MB in
-/// one run and 3.7 MB in the next). Measured once with `examples/lz4_cost.rs` (1 MiB inputs, one
+/// `auto`'s cost model: nanoseconds per raw byte that lz4 takes on one core, from what the samples
+/// compress to, never from a clock (a timed decision made the same value come out at very different
+/// sizes from one run to the next). Measured once with `examples/lz4_cost.rs` (1 MiB inputs, one
 /// core, this project's 2-core x86_64 CI machine, 2026-11): byte-shuffle 1.0 ns/B, then lz4 on
 /// shuffled numbers (long runs) 0.05-0.4 ns/B; unshuffled, lz4 costs ~0.4 ns/B on data it cannot
 /// shrink (random bytes 0.42, random float64 0.60) and far more in between, where it finds many
@@ -403,11 +404,12 @@ impl Samples {
 }
 
 /// Says what `auto` does with a frame, from lz4 samples: compress when the bytes saved, sent at
-/// `transport_speed` (bytes per second), take longer to send than compressing takes by the
-/// fixed cost model above, and the samples shrink to 90% or less. Random float64 shrinks by 12%
-/// with shuffle: not worth it at 1 GB/s; integers in a small range shrink by 80%: worth it. The
-/// middle sample decides alone when even it is not worth compressing (a third of the probe on
-/// incompressible data). Sizes only: the same bytes always get the same decision.
+/// `transport_speed` (bytes per second), take longer to send than compressing takes by the fixed
+/// cost model above, and the samples shrink to 90% or less. Random float64 shrinks only a little
+/// with shuffle (its exponent bytes): not worth it at the default link speed; integers in a small
+/// range shrink to a small fraction: worth it. The middle sample decides alone when even it is not
+/// worth compressing (a third of the probe on incompressible data). Sizes only: the same bytes
+/// always get the same decision.
 pub fn decide(
     raw: &[u8],
     itemsize: Option<usize>,

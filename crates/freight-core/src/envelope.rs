@@ -99,15 +99,16 @@ pub fn align_up(offset: usize) -> usize {
 }
 
 /// In packed payloads (flag PACKED), frames of fewer stored bytes than this start at multiples
-/// of `PACKED_ALIGN`: small arrays stop paying up to 63 bytes of padding each (1000 arrays of
-/// 10 float64 were 40% larger than pickle's payload), and 16 still aligns every numpy and Arrow
+/// of `PACKED_ALIGN`: small arrays stop paying up to 63 bytes of padding each (many tiny arrays
+/// made a payload much larger than pickle's), and 16 still aligns every numpy and Arrow
 /// type for zero-copy views (complex128, decimal128, string views).
 pub const PACK_BELOW: u64 = 4096;
 
 /// Frames totalling this many bytes are written (copied and hashed) on all cores. Waking the
-/// pool's threads costs more than it saves below this when other work runs between calls
-/// (pyarrow 100k rows, 2.9 MB: 102 us serial, 157-168 us in parallel, median of calls
-/// interleaved with other work; only a tight loop of dumps favours parallel there).
+/// pool's threads costs more than it saves below this when other work runs between calls: a
+/// table of a few MB was faster on one core, median of calls interleaved with other work; only a
+/// tight loop of dumps favours parallel there (figures in docs/ARCHITECTURE.md, "Compression,
+/// checksums and signatures").
 pub const PARALLEL_FRAMES: usize = 32 << 20;
 pub const PACKED_ALIGN: usize = 16;
 

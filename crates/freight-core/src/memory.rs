@@ -1,6 +1,7 @@
 //! Large-buffer helpers. On Linux with transparent huge pages in `madvise` mode, a fresh large
-//! buffer that nobody advises costs 4-5x a copy in page faults alone; numpy advises its large
-//! allocations, and so must every large buffer freight fills.
+//! buffer that nobody advises costs several times a copy in page faults alone (a fault per 4 KiB
+//! page instead of per 2 MiB); numpy advises its large allocations, and so must every large buffer
+//! freight fills.
 
 /// Below this size the page-fault cost does not matter.
 pub const HUGEPAGE_THRESHOLD: usize = 4 << 20;
@@ -16,9 +17,10 @@ pub fn advise_hugepages(buf: &mut [u8]) {
 
 /// Takes back a huge-page advice (numpy's, on the arrays a decode copies into) before `buf` is
 /// first touched. Where the kernel compacts memory on a fault for advised regions, long-lived
-/// workers with fragmented memory stalled 64 MiB decodes at 12-80 ms against a steady 21 ms on
-/// ordinary pages (the Scaler and mpi4py benchmarks); the `bytes` that `dumps` fills keep their
-/// advice, measured better there. Best effort, like [`advise_hugepages`].
+/// workers with fragmented memory stalled large decodes unpredictably, for up to several times
+/// what ordinary pages steadily take (the Scaler and mpi4py benchmarks; figures in
+/// docs/ARCHITECTURE.md, "Frames and copies"); the `bytes` that `dumps` fills keep their advice,
+/// measured better there. Best effort, like [`advise_hugepages`].
 pub fn advise_ordinary_pages(buf: &mut [u8]) {
     #[cfg(target_os = "linux")]
     {

@@ -8,9 +8,9 @@
 Writes ``results.json`` (every measurement, its allocator states and peak memory, the
 like-for-like comparisons, the machine), ``report.md`` (a table per workload with ratios against
 pickle-5 and the best like-for-like peer, and where freight is slower) and PNG plots into
-``--out``. Runs from a clone of the repository (the wheel leaves it out); ``make bench`` installs
-matplotlib (the plots), tqdm (the progress bar) and the peers; peers that are not installed are
-skipped and listed in the report.
+``--out``. Ships with freight: ``pip install "freight[bench]"`` adds matplotlib (the plots) and
+tqdm (the progress bar); peers that are not installed are skipped and listed in the report as not
+measured. From a clone, ``make bench`` also installs every peer and rewrites benchmarks/results.
 
 Modules: ``workloads`` (what is serialized), ``peers`` (who is compared), ``runner`` (which
 size is measured where), ``point`` (timing one size), ``alloc`` (allocator states, resident
@@ -124,7 +124,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("freight bench: matplotlib is not installed (pip install matplotlib); no plots", file=sys.stderr)
+            print(
+                'freight bench: matplotlib is not installed (pip install "freight[bench]"); no plots', file=sys.stderr
+            )
             plots_ok = False
     os.makedirs(args.out, exist_ok=True)
     if args.render:

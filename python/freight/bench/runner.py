@@ -99,7 +99,8 @@ def machine_info() -> dict[str, Any]:
 
 
 class _Progress:
-    """A tqdm bar when tqdm is installed (``make bench`` installs it), else one line per step on stderr."""
+    """A tqdm bar when tqdm is installed (``pip install "freight[bench]"`` brings it), else one line per
+    step on stderr."""
 
     def __init__(self, total: int, enabled: bool) -> None:
         self.bar = None

@@ -4,10 +4,10 @@ Why: a HighThroughputExecutor task crosses three processes (submitter, interchan
 manager) before it reaches a worker, each hop pickling the message that holds the payload, and
 Parsl joins and splits its buffers with copies on both ends; a result goes back the same way.
 Measured on 64 MiB arrays, those copies are the whole cost: with the payload in the message no
-serializer can do better than about 1.05× dill. A payload over the threshold is instead written
-once to a store every worker can reach (a shared folder, S3) and the message carries
-``MAGIC + url + "\\n" + key``; the reader gets the bytes (a local file is memory-mapped) and
-decodes them with its own codec.
+serializer does much better than dill (docs/integrations/parsl.md). A payload over the threshold is
+instead written once to a store every worker can reach (a shared folder, S3) and the message carries
+``MAGIC + url + "\\n" + key``; the reader gets the bytes (a local file is memory-mapped) and decodes
+them with its own codec.
 
 Lifetime: Parsl reads each buffer once (a retried task is serialized again), so the reader deletes
 the object as soon as it has it. What nobody reads (a task cancelled before it ran, a result never

@@ -48,8 +48,8 @@ __all__ = ["install", "uninstall", "installed", "wrap", "FreightPickle", "INLINE
 
 #: :func:`wrap`'s communicators send a value whose frames hold fewer bytes than this in one message
 #: (one freight payload, copied once on each side like pickle's), larger ones out of band. Measured
-#: on a 100k-row DataFrame (4.2 MB in 6 frames): sending its frames as one message of an MPI
-#: derived datatype took 2.9x as long as one contiguous message in band, which MPI moves faster.
+#: on a 100k-row DataFrame (docs/integrations/mpi4py.md): sending its frames as one message of an
+#: MPI derived datatype took far longer than one contiguous message in band, which MPI moves faster.
 INLINE_LIMIT = 8 * 1024 * 1024
 
 _LOCK = threading.Lock()
@@ -88,11 +88,11 @@ class FreightPickle:
 
     def loads(self, data: Any) -> Any:
         # mpi4py frees the receive buffer of a lowercase call as soon as loads returns, whatever
-        # still refers to it: copy=True, so that nothing decoded views it. Each array and column
-        # is copied out once, in parallel (a 100k-row DataFrame: 0.86 ms, a 64 MiB array: 21 ms,
-        # against 1.01 ms and 42-50 ms through a copy of the whole message that the arrays then
-        # view), and builtins decode on freight's fast path straight from the buffer (no bytes
-        # copy first: a tiny message costs about what pickle's does).
+        # still refers to it: copy=True, so that nothing decoded views it. Each array and column is
+        # copied out once, in parallel (measured faster than one copy of the whole message that the
+        # arrays then view, most of all for large arrays: docs/integrations/mpi4py.md), and builtins
+        # decode on freight's fast path straight from the buffer (no bytes copy first: a tiny
+        # message costs about what pickle's does).
         try:
             return self._decode(data, copy=True)
         except freight.FreightError:

@@ -61,7 +61,8 @@ DEFAULT_TYPES: tuple[str, ...] = (
 
 #: Below this many bytes, objects of these classes keep their own pickling (inside freight's
 #: registration, which Ray gives no way to decline): polars' own IPC pickling is faster on small
-#: frames (measured: 6 us against 30 us at 3 rows; freight faster from about 100k rows, 1-2 MiB).
+#: frames, whose fixed costs dominate; freight's frames win from about this size (measured:
+#: docs/integrations/ray.md).
 MIN_BYTES: dict[str, int] = {"polars.DataFrame": 1 << 20, "polars.Series": 1 << 20}
 _SIZE = {"polars.DataFrame": "estimated_size", "polars.Series": "estimated_size"}
 _FALLBACK = "reduce"

@@ -49,7 +49,7 @@ class _Stream:
         return self.capsule
 
 
-try:  # polars' own import of a stream, without the constructors' type checks (2 µs a call)
+try:  # polars' own import of a stream, without the constructors' type checks (paid on every call)
     from polars._plr import PySeries as _PySeries
     from polars._utils.wrap import wrap_df as _wrap_df
     from polars._utils.wrap import wrap_s as _wrap_s

@@ -75,7 +75,8 @@ _DLPACK_KINDS = frozenset("biufc")
 
 def _host_view(t: tf.Tensor) -> np.ndarray | None:
     """A read-only numpy view of a host tensor's memory, without the copy ``numpy()`` makes
-    (22 ms for 256 MiB); None where that does not apply (other devices, other dtypes)."""
+    (a full pass over the tensor's bytes); None where that does not apply (other devices, other
+    dtypes)."""
     if (
         "/device:CPU:" not in t.device
         or t.dtype == tf.string

@@ -32,7 +32,7 @@ pub fn decode<'py>(py: Python<'py>, ctx: Rc<DecodeCtx>) -> Result<Bound<'py, PyA
 /// Decodes a payload of builtins only (see `freight_core::builtins_tree`) straight from its
 /// bytes: no export, no shared context. None when the payload needs the general path. The
 /// general path's fixed cost (exporting the input, a reference-counted context, the frame
-/// table) was most of a small load: an int loaded in 2,444 instructions against pickle's 1,750.
+/// table) was most of a small load, enough to make loading a single int slower than pickle.
 pub fn decode_builtins<'py>(py: Python<'py>, bytes: &[u8]) -> Result<Option<Bound<'py, PyAny>>> {
     let limits = freight_core::envelope::Limits::default();
     let Some(tree) = freight_core::builtins_tree(bytes, &limits)? else {

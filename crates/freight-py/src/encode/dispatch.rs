@@ -25,8 +25,9 @@ pub fn _registry_changed() {
 
 /// Types `slow` found no serializer for, while no predicate serializer is registered (those
 /// decide per object), valid for one generation of the registry. Without it, every object the
-/// pickler hands to freight paid an MRO walk once any serializer was registered (a closure's
-/// ten objects: about 6k instructions of a 30 us dumps).
+/// pickler hands to freight paid an MRO walk once any serializer was registered: for a small
+/// closure, whose few objects all come this way, a sizeable share of its dumps spent finding
+/// nothing. With it, a type seen before costs one map lookup.
 #[derive(Default)]
 pub struct Unserialized {
     generation: u64,

@@ -72,8 +72,8 @@ pub fn encode(py: Python<'_>, dispatch: &DispatchRefs, obj: &Bound<'_, PyAny>) -
     // SAFETY: reading the type of a live object.
     if unsafe { ffi::Py_TYPE(obj.as_ptr()) } == &raw mut ffi::PyFunction_Type {
         // A function (a task, a lambda, a closure) has no native encoding: the walk would only
-        // find that out (about 10% of a lambda's dumps), and a serializer registered for
-        // functions is found by the pickle bridge all the same.
+        // find that out, a walk that always fails at a cost a small lambda's dumps cannot hide,
+        // and a serializer registered for functions is found by the pickle bridge all the same.
         return encode_pickled(py, dispatch, obj, PtrMap::default());
     }
     let bound = dispatch.bind(py);

@@ -238,6 +238,9 @@ def main(quick: bool, only: str | None, out_dir: str, repeats: int | None, progr
         try:
             plot(lines, os.path.join(out_dir, "engines.png"))
         except ImportError:
-            print("freight bench: matplotlib is not installed; no engines.png", file=sys.stderr)
+            print(
+                'freight bench: matplotlib is not installed (pip install "freight[bench]"); no engines.png',
+                file=sys.stderr,
+            )
     print(text)
     return 1 if errors else 0
