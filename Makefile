@@ -6,6 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.deps-installed
+BUILD_STAMP := $(VENV)/.build-deps-installed
 
 .PHONY: help
 help:  ## Show this help
@@ -24,9 +25,23 @@ $(REQUIREMENTS): $(PY) FORCE
 	@$(PY) tools/requirements.py --build test > $@.new
 	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
 
-$(STAMP): $(REQUIREMENTS) | openmpi
+$(STAMP): $(REQUIREMENTS) $(BUILD_STAMP) | openmpi
 	$(PIP) install -q -r $(REQUIREMENTS)
 	touch $(STAMP)
+
+# What building the extension needs (maturin, freight's own dependencies) and what `make demo`
+# runs with (the `pandas` extra: numpy and pandas). A handful of packages, so that `make demo` on a
+# fresh clone does not wait for the test dependencies (torch, TensorFlow, Ray, Dask, Open MPI, ...),
+# and `make test` can install those while the extension compiles.
+BUILD_REQUIREMENTS := $(VENV)/requirements-build.txt
+
+$(BUILD_REQUIREMENTS): $(PY) FORCE
+	@$(PY) tools/requirements.py --build pandas > $@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+$(BUILD_STAMP): $(BUILD_REQUIREMENTS)
+	$(PIP) install -q -r $(BUILD_REQUIREMENTS)
+	touch $(BUILD_STAMP)
 
 .PHONY: FORCE
 FORCE:
@@ -43,7 +58,7 @@ ifeq ($(wildcard python/freight/_freight*.so),)
 .PHONY: $(EXT_STAMP)
 endif
 
-$(EXT_STAMP): $(STAMP) $(EXT_SOURCES)
+$(EXT_STAMP): $(BUILD_STAMP) $(EXT_SOURCES)
 	set -o pipefail; $(VENV)/bin/maturin develop --release -q -F testing 2>&1 | { grep -vE '^(Ignoring|Requirement already satisfied):? ' || true; }
 	touch $(EXT_STAMP)
 
@@ -86,6 +101,11 @@ demo: build  ## Run the demo: a mixed workload through freight, stored in a loca
 test-rust:  ## cargo tests (format, property tests)
 	cargo test -p freight-core -p freight-store --release -q
 
+# Debian packages the tests need, installed when missing (as root, else through sudo). One apt-get
+# at a time (flock): `make test` installs its set-up side by side, and dpkg takes one client.
+APT_INSTALL = flock /tmp/freight-apt.lock $$(test "$$(id -u)" -eq 0 || echo sudo) sh -c \
+	'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$$@"' apt-install
+
 # s3s-fs: a small S3-compatible server (one folder per bucket) that the tests in tests/storage start
 # on loopback. Installed once into .tools/ (git ignores it; about 2.5 minutes to build); newer
 # versions need a newer Rust than ours.
@@ -99,29 +119,25 @@ $(S3S_FS):
 test-server: $(S3S_FS)  ## Install the S3-compatible test server (s3s-fs) into .tools/bin
 
 # redis-server (the Debian package) for the ProxyStore tests: a fixture starts it on a free
-# loopback port. Installed with apt-get when missing (as root, else through sudo).
+# loopback port.
 .PHONY: redis
 redis:  ## Install redis-server (Debian package) for the ProxyStore tests, when missing
 	@command -v redis-server >/dev/null || test -x /usr/bin/redis-server || { \
-		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends redis-server; }
+		$(APT_INSTALL) redis-server; }
 
 # Open MPI (the Debian packages) for the mpi4py tests, which run programs under mpiexec; mpi4py's
-# build needs mpicc, so `make install` must come after it. Installed when missing (as root, else
-# through sudo).
+# build needs mpicc, so `make install` must come after it.
 .PHONY: openmpi
 openmpi:  ## Install Open MPI (Debian packages openmpi-bin, libopenmpi-dev) for the mpi4py tests, when missing
 	@command -v mpiexec >/dev/null && command -v mpicc >/dev/null || { \
-		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends openmpi-bin libopenmpi-dev; }
+		$(APT_INSTALL) openmpi-bin libopenmpi-dev; }
 
 # Chromium and its chromedriver (the Debian packages) for tests/docs/test_site_browser.py, which
-# opens the built documentation site headless. Installed when missing (as root, else through sudo).
+# opens the built documentation site headless.
 .PHONY: chromium
 chromium:  ## Install Chromium and chromedriver (Debian packages) for the docs site's browser test, when missing
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
-		SUDO=$$(test "$$(id -u)" -eq 0 || echo sudo); \
-		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver; }
+		$(APT_INSTALL) chromium chromium-driver; }
 
 # The old-versions environment for tests/golden/test_versions_crossing.py: numpy 1, pandas 2.2,
 # pyarrow 17 and polars 1 (what freight promises to exchange payloads with, both ways; see
@@ -146,7 +162,20 @@ test-python: build $(S3S_FS) redis openmpi chromium  ## pytest over tests/ (one 
 	$(PY) -m pytest -q -p no:cacheprovider
 
 .PHONY: test
-test: test-rust test-python  ## Everything: cargo test and pytest
+# `make test`'s set-up runs side by side (make -j): the downloads and installs (pip, apt) overlap
+# the Rust builds (the extension, s3s-fs, cargo test's binaries), which keep both cores busy; pip
+# installs the test dependencies while the extension compiles. --output-sync keeps each step's
+# output together. The tests themselves then run one suite at a time.
+.PHONY: test-setup
+test-setup: build install $(S3S_FS) redis openmpi chromium $(OLD_STAMP) test-rust-build
+
+.PHONY: test-rust-build
+test-rust-build:
+	cargo test -p freight-core -p freight-store --release -q --no-run
+
+test:  ## Everything: cargo test and pytest (the set-up first, side by side)
+	$(MAKE) --no-print-directory -j4 --output-sync=target test-setup
+	$(MAKE) --no-print-directory test-rust test-python
 
 # The documentation site (mkdocs.yml): docs/, plus README.md, CHANGELOG.md, CONTRIBUTING.md and the
 # committed benchmark results, brought in at build time by tools/docs_hooks.py. mkdocs and its
