@@ -275,13 +275,16 @@ $(LINT_STAMP): $(PY) Makefile
 	touch $(LINT_STAMP)
 
 .PHONY: lint
-lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format --check, import layers and circles, stubtest, the docs site
+lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format --check, import layers and circles, Rust's names in Python, stubtest, the docs site
 	cargo fmt --all -- --check
 	cargo clippy --workspace --release -- -D warnings
 	$(VENV)/bin/ruff check $(PY_SRC)
 	$(VENV)/bin/ruff format --check $(PY_SRC)
 	@# The package's layers and no import circles: the contracts in pyproject.toml, [tool.importlinter].
 	$(VENV)/bin/lint-imports --no-cache
+	@# What the extension's Rust reaches in Python by name (private attributes, run-time imports),
+	@# which import-linter cannot see: listed in tools/rust_seams.toml, checked against the contracts.
+	$(PY) tools/check_rust_seams.py
 	@# --ignore-unused-allowlist: some entries apply to some Python versions only (see the file).
 	$(PY) -m mypy.stubtest freight._freight --allowlist tools/stubtest-allowlist.txt --ignore-unused-allowlist
 	$(MKDOCS) build --strict --quiet
