@@ -4,7 +4,7 @@ Checked against the compiled module by ``make lint`` (``python -m mypy.stubtest 
 with ``tools/stubtest-allowlist.txt``).
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypedDict, final, type_check_only
 
@@ -16,6 +16,7 @@ __all__ = [
     "FRAME_ALIGN",
     "DEBUG_BUILD",
     "Codec",
+    "DispatchTables",
     "FrameBuffer",
     "NativeStore",
     "StoredBuffer",
@@ -27,7 +28,6 @@ __all__ = [
     "verify",
     "compressed_frames",
     "_envelope",
-    "_registry_changed",
     "string_array_valid",
     "compressed_indices_error",
     "arrow_dumps",
@@ -63,16 +63,24 @@ class _Entry(Protocol):
 
 @type_check_only
 class _Registry(Protocol):
-    # Read without calling back into Python: the registry updates these objects in place.
-    @property
-    def _native_view(self) -> Mapping[type, _Entry]: ...
-    @property
-    def _predicate_view(self) -> Sequence[_Entry]: ...
-    @property
-    def _pending_view(self) -> Mapping[str, str]: ...
-    def types_view(self) -> Mapping[type, _Entry]: ...
-    def _load_library(self, top: str, /) -> bool: ...
+    # All a Codec asks of its registry: the dispatch tables (encoding) and by_tag (decoding).
+    def dispatch_tables(self) -> DispatchTables: ...
     def by_tag(self, tag: str, /) -> _Entry: ...
+
+@final
+class DispatchTables:
+    """The dispatch tables of one registry layer (its parents merged in): what ``dumps`` looks
+    serializers up in. A :class:`freight.Registry` owns one and replaces its contents whenever
+    a registration changes."""
+
+    def __new__(cls, pending: dict[str, str], load_library: Callable[[str], bool]) -> Self: ...
+    def update(self, types: dict[type, _Entry], native: dict[type, _Entry], predicates: Iterable[_Entry]) -> None:
+        """Replaces the contents: exact type -> entry over all layers, its part for natively
+        encoded types, and the entries that decide per object, in order."""
+    def types(self) -> dict[type, _Entry]:
+        """Exact type -> entry (a new dict)."""
+    def predicates(self) -> list[_Entry]:
+        """The predicate entries, in order (a new list)."""
 
 # --------------------------------------------------------------------------------------------
 # What inspect() returns
@@ -332,10 +340,6 @@ class PickleSource:
 # --------------------------------------------------------------------------------------------
 
 # Built with the `testing` cargo feature only (make build turns it on).
-def _registry_changed() -> None:
-    """Called by ``Registry`` when its views change: the types the walker found no serializer
-    for are looked up again."""
-
 def _envelope(
     tree: bytes,
     frames: list[Buffer] = ...,

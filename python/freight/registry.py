@@ -29,7 +29,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from freight._freight import _registry_changed
+from freight._freight import DispatchTables
 from freight.exceptions import FreightWarning, MissingDependencyError, SerializationError, UnknownTagError
 
 __all__ = ["Entry", "Registry", "GLOBAL", "BUILTINS"]
@@ -247,17 +247,11 @@ class Registry:
         self._predicates: list[Entry] = []
         self._lock = threading.RLock()
         self._children: weakref.WeakSet[Registry] = weakref.WeakSet()
-        # Derived from this layer and its parents, rebuilt in place whenever any layer changes:
-        # the Rust walker holds this very dict and reads it without calling back into Python.
-        self._types_view: dict[type, Entry] = {}
-        # The part of _types_view for types freight encodes natively (int, str, dict, datetime,
-        # ...): only when it is non-empty does the walker look every object up (a registration
-        # for such a type overrides the native encoding); other types are looked up only when
-        # the walker meets them.
-        self._native_view: dict[type, Entry] = {}
-        self._predicate_view: list[Entry] = []
-        # Shared by all registries: libraries whose built-in serializers are not loaded yet.
-        self._pending_view = _PENDING
+        # What the Rust walker looks up, derived from this layer and its parents and replaced
+        # (in place, on the Rust side) whenever any layer changes: Codec takes it from
+        # dispatch_tables(); Rust reads nothing else of a Registry but by_tag(). _PENDING, shared
+        # by all registries: libraries whose built-in serializers are not loaded yet.
+        self._tables = DispatchTables(_PENDING, _load_library)
         if parent is not None:
             parent._children.add(self)
         self._rebuild()
@@ -316,32 +310,31 @@ class Registry:
         return layers
 
     def _rebuild(self) -> None:
-        # The Rust side remembers types it found no serializer for: they may have one now.
-        _registry_changed()
         view: dict[type, Entry] = {}
         for layer in reversed(self._layers()):
             view.update(layer._by_type)
-        # Never empty the live dict (another thread's dumps may be reading it): drop stale keys,
-        # then add the new ones.
-        for stale in [t for t in self._types_view if t not in view]:
-            self._types_view.pop(stale, None)
-        self._types_view.update(view)
+        # The part for types freight encodes natively (int, str, dict, datetime, ...): only when
+        # it is non-empty does the walker look every object up (a registration for such a type
+        # overrides the native encoding); other types are looked up when the walker meets them.
         native = {t: e for t, e in view.items() if t in _NATIVE_TYPES}
-        for stale in [t for t in self._native_view if t not in native]:
-            self._native_view.pop(stale, None)
-        self._native_view.update(native)
-        self._predicate_view[:] = [e for layer in self._layers() for e in layer._predicates]
+        predicates = [e for layer in self._layers() for e in layer._predicates]
+        self._tables.update(view, native, predicates)
         for child in list(self._children):
             child._rebuild()
 
-    def types_view(self) -> dict[type, Entry]:
-        """Exact type -> entry, over all layers (what the Rust walker checks first). Always the
-        same dict object, updated in place."""
-        return self._types_view
+    def dispatch_tables(self) -> DispatchTables:
+        """The tables the encoder looks serializers up in (exact types, then predicates), over
+        all layers: the one object a :class:`freight.Freight` codec takes from its registry."""
+        return self._tables
 
-    @staticmethod
-    def _load_library(top: str) -> bool:
-        return _load_library(top)
+    def types_view(self) -> dict[type, Entry]:
+        """Exact type -> entry, over all layers (what the encoder checks first): a new dict."""
+        return self._tables.types()
+
+    def predicates_view(self) -> list[Entry]:
+        """The entries that decide per object (``supported(obj)``), in the order they are
+        asked: a new list."""
+        return self._tables.predicates()
 
     def _registered(self, tag: str) -> Entry | None:
         for layer in self._layers():

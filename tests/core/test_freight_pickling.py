@@ -193,7 +193,7 @@ def test_replacements_predicates_and_shared_types_come_back_in_the_same_state():
     for f in (original, clone):
         assert f.registry.by_tag("first").safe is True
         assert f.registry.types_view()[Celsius].tag == "test.pickling.celsius"
-        assert [e.tag for e in f.registry._predicate_view] == ["test.pickling.strings", "test.pickling.strings-2"]
+        assert [e.tag for e in f.registry.predicates_view()] == ["test.pickling.strings", "test.pickling.strings-2"]
         blob = f.dumps([Tagged("x"), Celsius(0.5)])
         assert freight.inspect(blob)["tags"] == ["test.pickling.strings", "test.pickling.celsius"]
 

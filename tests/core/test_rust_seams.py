@@ -131,11 +131,11 @@ def test_a_forwarder_given_a_private_name_fails(tree: Path):
 
 
 def test_a_private_attribute_renamed_in_python_fails(tree: Path):
-    edit(tree / "python/freight/registry.py", "self._pending_view =", "self._pending_libraries =")
+    edit(tree / "python/freight/_pickle.py", "def _exception(", "def _rebuild_exception(")
     result = run_checker(tree)
     assert result.returncode == 1
-    assert "[private] _pending_view: freight.registry:Registry no longer defines _pending_view" in result.stderr
-    assert "crates/freight-py/src/encode/dispatch.rs:" in result.stderr
+    assert "[private] _exception: freight._pickle no longer defines _exception" in result.stderr
+    assert "crates/freight-py/src/encode/pickle_sink.rs:" in result.stderr
 
 
 def test_entries_that_match_nothing_fail(tree: Path):

@@ -33,6 +33,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
     m.add_class::<codec::Codec>()?;
     m.add_class::<buffer::FrameBuffer>()?;
+    m.add_class::<encode::dispatch::DispatchTables>()?;
     m.add_class::<encode::pickle_sink::PickleSink>()?;
     m.add_class::<encode::pickle_sink::ChainedReduce>()?;
     m.add_class::<decode::pickle_source::PickleSource>()?;
@@ -40,7 +41,6 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<storage::NativeStore>()?;
     m.add_class::<storage::StoredBuffer>()?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
-    m.add_function(wrap_pyfunction!(encode::dispatch::_registry_changed, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::compressed_frames, m)?)?;
     m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;

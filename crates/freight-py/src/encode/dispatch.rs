@@ -1,10 +1,15 @@
-//! How the walker finds a registered serializer for an object: the exact-type dict and the
-//! predicate list of a `freight.Registry` (both updated in place by Python), MRO in between,
+//! How the walker finds a registered serializer for an object: the dispatch tables a
+//! `freight.Registry` hands over (`DispatchTables`: exact types, predicates), MRO in between,
 //! and, for the libraries freight ships serializers for, loading those serializers the first
 //! time an object of the library shows up.
+//!
+//! The tables are this crate's object with a public interface: Python's `Registry` owns one,
+//! replaces its contents through `update` whenever a registration changes, and gives it to a
+//! `Codec` through `Registry.dispatch_tables()`. Rust reads no attribute of the Registry itself
+//! (`tools/rust_seams.toml` lists what Rust reaches in Python, and `make lint` checks it).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -13,80 +18,131 @@ use pyo3::sync::PyOnceLock;
 use freight_core::ptrmap::PtrMap;
 use pyo3::types::{PyDict, PyList, PyType};
 
-/// Bumped by the registry (`Registry._rebuild`, Python) whenever its views change.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// Called by the registry when a view changes: types remembered as having no serializer may
-/// have one now.
-#[pyfunction]
-pub fn _registry_changed() {
-    GENERATION.fetch_add(1, Ordering::Relaxed);
-}
-
 /// Types `slow` found no serializer for, while no predicate serializer is registered (those
-/// decide per object), valid for one generation of the registry. Without it, every object the
+/// decide per object), valid for one generation of the tables. Without it, every object the
 /// pickler hands to freight paid an MRO walk once any serializer was registered: for a small
 /// closure, whose few objects all come this way, a sizeable share of its dumps spent finding
 /// nothing. With it, a type seen before costs one map lookup.
 #[derive(Default)]
-pub struct Unserialized {
+struct Unserialized {
     generation: u64,
     types: PtrMap<Py<PyType>>,
 }
 
-/// A registry's views, held across calls (see `Dispatch`).
-pub struct DispatchRefs {
+/// The dispatch tables of one registry layer (its parents merged in): what `dumps` looks up.
+/// The dict and list objects stay the same for the tables' life and are changed in place by
+/// `update` (never emptied first), so a call running in another thread sees every registration
+/// as soon as it is made, as a library's serializers loaded in the middle of a call must be.
+#[pyclass(frozen, module = "freight._freight")]
+pub struct DispatchTables {
     types: Py<PyDict>,
     native: Py<PyDict>,
     predicates: Py<PyList>,
+    /// Libraries whose built-in serializers are not loaded yet (top-level module -> serializer
+    /// module), shared by every registry and emptied by `load_library` as they load.
     pending: Py<PyDict>,
+    /// `load_library(top) -> bool`: loads a library's built-in serializers (False when nothing
+    /// was left to load).
+    load_library: Py<PyAny>,
+    /// Bumped by `update`: types remembered as having no serializer may have one now.
+    generation: AtomicU64,
+    unserialized: Mutex<Unserialized>,
+}
+
+/// Makes `dict` hold exactly `fresh`'s items, without a moment where it is empty.
+fn replace_items(dict: &Bound<'_, PyDict>, fresh: &Bound<'_, PyDict>) -> PyResult<()> {
+    let stale: Vec<Bound<'_, PyAny>> = dict
+        .keys()
+        .iter()
+        .filter(|key| !fresh.contains(key).unwrap_or(false))
+        .collect();
+    for key in stale {
+        dict.del_item(key)?;
+    }
+    dict.update(fresh.as_mapping())
+}
+
+#[pymethods]
+impl DispatchTables {
+    /// Empty tables; `pending` and `load_library` as the attributes above say.
+    #[new]
+    fn new(py: Python<'_>, pending: Bound<'_, PyDict>, load_library: Bound<'_, PyAny>) -> Self {
+        Self {
+            types: PyDict::new(py).unbind(),
+            native: PyDict::new(py).unbind(),
+            predicates: PyList::empty(py).unbind(),
+            pending: pending.unbind(),
+            load_library: load_library.unbind(),
+            generation: AtomicU64::new(0),
+            unserialized: Mutex::default(),
+        }
+    }
+
+    /// Replaces the tables' contents: `types` maps exact types to entries over all layers,
+    /// `native` is its part for types the walker encodes natively (a registration there
+    /// overrides the native encoding), `predicates` the entries that decide per object, in
+    /// order.
+    fn update(
+        &self,
+        types: &Bound<'_, PyDict>,
+        native: &Bound<'_, PyDict>,
+        predicates: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let py = types.py();
+        replace_items(self.types.bind(py), types)?;
+        replace_items(self.native.bind(py), native)?;
+        let fresh = PyList::new(py, predicates.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+        let list = self.predicates.bind(py);
+        list.set_slice(0, list.len(), &fresh)?;
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Exact type -> entry, over all layers (a new dict).
+    fn types<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.types.bind(py).copy()
+    }
+
+    /// The predicate entries, in the order they are asked (a new list).
+    fn predicates<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.predicates.bind(py).iter())
+    }
+}
+
+/// A registry's tables and its `by_tag` (for decoding), held by a `Codec` across calls.
+pub struct DispatchRefs {
+    tables: Py<DispatchTables>,
     registry: Py<PyAny>,
-    unserialized: Arc<Mutex<Unserialized>>,
 }
 
 impl DispatchRefs {
+    /// `registry`: a `freight.Registry` (its public `dispatch_tables()` and `by_tag(tag)`).
     pub fn new(registry: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let tables = registry
+            .call_method0(pyo3::intern!(registry.py(), "dispatch_tables"))?
+            .cast_into::<DispatchTables>()?
+            .unbind();
         Ok(Self {
-            types: registry
-                .call_method0("types_view")?
-                .cast_into::<PyDict>()?
-                .unbind(),
-            native: registry
-                .getattr("_native_view")?
-                .cast_into::<PyDict>()?
-                .unbind(),
-            predicates: registry
-                .getattr("_predicate_view")?
-                .cast_into::<PyList>()?
-                .unbind(),
-            pending: registry
-                .getattr("_pending_view")?
-                .cast_into::<PyDict>()?
-                .unbind(),
+            tables,
             registry: registry.clone().unbind(),
-            unserialized: Arc::default(),
         })
     }
 
     pub fn bind<'py>(&self, py: Python<'py>) -> Dispatch<'py> {
+        let tables = self.tables.get();
         Dispatch {
-            types: self.types.bind(py).clone(),
-            native: self.native.bind(py).clone(),
-            predicates: self.predicates.bind(py).clone(),
-            pending: self.pending.bind(py).clone(),
-            registry: self.registry.bind(py).clone(),
-            unserialized: self.unserialized.clone(),
+            types: tables.types.bind(py).clone(),
+            native: tables.native.bind(py).clone(),
+            predicates: tables.predicates.bind(py).clone(),
+            pending: tables.pending.bind(py).clone(),
+            tables: self.tables.bind(py).clone(),
         }
     }
 
     pub fn clone_ref(&self, py: Python<'_>) -> Self {
         Self {
-            types: self.types.clone_ref(py),
-            native: self.native.clone_ref(py),
-            predicates: self.predicates.clone_ref(py),
-            pending: self.pending.clone_ref(py),
+            tables: self.tables.clone_ref(py),
             registry: self.registry.clone_ref(py),
-            unserialized: self.unserialized.clone(),
         }
     }
 
@@ -95,17 +151,14 @@ impl DispatchRefs {
     }
 }
 
-/// The registry as the walker sees it: the exact-type dict and the predicate list of a
-/// `freight.Registry`, both updated in place by Python when registrations change, and the
-/// libraries whose built-in serializers are not loaded yet (top-level module -> loader).
+/// The registry's tables as the walker sees them (see `DispatchTables`).
 pub struct Dispatch<'py> {
     pub types: Bound<'py, PyDict>,
     /// Registrations for types the walker encodes natively (they override that encoding).
     pub native: Bound<'py, PyDict>,
     pub predicates: Bound<'py, PyList>,
     pub pending: Bound<'py, PyDict>,
-    pub registry: Bound<'py, PyAny>,
-    unserialized: Arc<Mutex<Unserialized>>,
+    tables: Bound<'py, DispatchTables>,
 }
 
 /// Types already found not to belong to a library whose serializers are pending, so that the
@@ -145,8 +198,9 @@ impl<'py> Dispatch<'py> {
         if self.types.is_empty() && (self.pending.is_empty() || settled(ty.py(), ty)) {
             return true;
         }
-        let generation = GENERATION.load(Ordering::Relaxed);
-        self.unserialized.lock().is_ok_and(|mut known| {
+        let tables = self.tables.get();
+        let generation = tables.generation.load(Ordering::Relaxed);
+        tables.unserialized.lock().is_ok_and(|mut known| {
             if known.generation != generation {
                 known.types.clear();
                 known.generation = generation;
@@ -160,8 +214,9 @@ impl<'py> Dispatch<'py> {
         if !self.predicates.is_empty() {
             return;
         }
-        let generation = GENERATION.load(Ordering::Relaxed);
-        if let Ok(mut known) = self.unserialized.lock() {
+        let tables = self.tables.get();
+        let generation = tables.generation.load(Ordering::Relaxed);
+        if let Ok(mut known) = tables.unserialized.lock() {
             if known.generation != generation || known.types.len() >= SETTLED_MAX {
                 known.types.clear();
                 known.generation = generation;
@@ -218,8 +273,11 @@ impl<'py> Dispatch<'py> {
                 let top = module.split('.').next().unwrap_or(module);
                 if self.pending.contains(top)? {
                     let loaded: bool = self
-                        .registry
-                        .call_method1(pyo3::intern!(obj.py(), "_load_library"), (top,))?
+                        .tables
+                        .get()
+                        .load_library
+                        .bind(obj.py())
+                        .call1((top,))?
                         .extract()?;
                     if loaded {
                         return self.slow(obj);
