@@ -206,3 +206,8 @@ def test_inspect_and_verify_take_a_store_and_a_key(capsys, tmp_path):
     assert rc == 1 and err == f'freight verify: {store.url}: no value is stored under "missing"\n'
     path = os.path.join(url, "run-3", "_t.%3Clocals%3E.s_0")  # the file, by its name on disk
     assert run(capsys, "verify", path)[0] == 0
+
+
+def test_max_size_true_is_not_a_one_byte_limit():
+    with pytest.raises(freight.OptionError, match="max_size= takes a whole number of bytes"):
+        freight.loads(freight.dumps(1), max_size=True)

@@ -163,3 +163,13 @@ def test_server_killed_mid_upload(server, if_absent):
     # The store works again, also for the key the upload was writing.
     store.save(key, new[: 17 * MiB], compression="none", if_absent=if_absent)
     assert np.array_equal(store.load(key), new[: 17 * MiB])
+
+
+@pytest.mark.parametrize("name", ["timeout", "connect_timeout"])
+@pytest.mark.parametrize("seconds", [-1.0, 0.0, float("inf"), float("nan")])
+def test_a_timeout_that_is_no_number_of_seconds_is_an_option_error(name, seconds):
+    """Rust's Duration::from_secs_f64 panicked on these (a PanicException, not a FreightError)."""
+    import freight.storage
+
+    with pytest.raises(freight.OptionError, match=f"{name}= takes a number of seconds above 0"):
+        freight.storage.open("s3://bucket/prefix", **{name: seconds})

@@ -156,6 +156,13 @@ pub fn flag(name: &str, obj: Option<&Bound<'_, PyAny>>) -> Result<Option<bool>> 
 /// `max_size=` of a call: None when left out, else a whole number of bytes (see `max_size`).
 pub fn max_size_arg(obj: Option<&Bound<'_, PyAny>>) -> Result<Option<u64>> {
     obj.map(|obj| {
+        if obj.is_instance_of::<pyo3::types::PyBool>() {
+            // An int to Python, but max_size=True is a mistake, not a limit of 1 byte.
+            return Err(Error::option(
+                "max_size= takes a whole number of bytes (or None for the default bound); got a bool"
+                    .to_owned(),
+            ));
+        }
         let value: i128 = obj.extract().map_err(|_| {
             Error::option(format!(
                 "max_size= takes a whole number of bytes (or None for the default bound); got {}",

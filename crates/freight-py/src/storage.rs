@@ -112,8 +112,10 @@ impl NativeStore {
             session_token,
             allow_http,
             max_retries,
-            timeout: timeout.map(Duration::from_secs_f64),
-            connect_timeout: connect_timeout.map(Duration::from_secs_f64),
+            timeout: timeout.map(|s| seconds("timeout", s)).transpose()?,
+            connect_timeout: connect_timeout
+                .map(|s| seconds("connect_timeout", s))
+                .transpose()?,
         };
         let store = py
             .detach(|| Store::open(url, &options))
@@ -282,5 +284,16 @@ impl NativeStore {
 impl NativeStore {
     fn store_backend(&self) -> &'static str {
         self.store.backend_name()
+    }
+}
+
+/// A timeout option in seconds: a finite number above 0 (`Duration::from_secs_f64` would panic
+/// on a negative, infinite or NaN value).
+fn seconds(name: &str, value: f64) -> Result<Duration> {
+    match Duration::try_from_secs_f64(value) {
+        Ok(duration) if !duration.is_zero() => Ok(duration),
+        _ => Err(Error::option(format!(
+            "{name}= takes a number of seconds above 0 (e.g. 30.0); got {value}"
+        ))),
     }
 }
