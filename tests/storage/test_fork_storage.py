@@ -6,7 +6,6 @@ child's own (see freight_core::fork). support/forking.py says how a hang fails t
 
 from __future__ import annotations
 
-
 import pytest
 
 from support import child_env
@@ -90,3 +89,62 @@ def test_pool_workers_load_the_parents_input(location):
         """,
     )
     assert steps == ["[1.0, 2.0, 3.0]"]
+
+
+def test_child_saves_a_key_another_thread_of_the_parent_was_saving(tmp_path):
+    """With a persistent serializer, saves hold a per-key lock (freight.storage.persistent's
+    key_lock) under a guard lock; a child forked while another thread held them (that thread
+    does not exist in the child) still saves the key."""
+    steps = run_forked(
+        f"""
+        import os
+        import threading
+        import pandas as pd
+        import freight.storage
+        from freight.storage import persistent
+
+        store = freight.storage.open({str(tmp_path / "store")!r})
+        store.register_persistent(persistent.PandasParquet())
+        frame = pd.DataFrame({{"a": [1, 2, 3]}})
+        store.save("k", frame)
+
+        # Another thread is in the middle of a save of "k" (it holds the key's lock), and a third
+        # one is entering a key's lock (it holds the guard of the table of locks).
+        holding, guarding, done = threading.Event(), threading.Event(), threading.Event()
+
+        def save_in_progress():
+            with persistent.key_lock(store.url, "k"):
+                holding.set()
+                done.wait()
+
+        def entering():
+            with persistent._KEY_LOCKS_GUARD:
+                guarding.set()
+                done.wait()
+
+        threads = [threading.Thread(target=save_in_progress), threading.Thread(target=entering)]
+        threads[0].start()
+        holding.wait()
+        threads[1].start()
+        guarding.wait()
+        print("parent", flush=True)
+
+        pid = os.fork()
+        if pid == 0:
+            try:
+                store.save("k", frame * 2)
+                store.save("other", frame)
+                assert store.load("k").equals(frame * 2)
+                print("child", flush=True)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        done.set()
+        for thread in threads:
+            thread.join()
+        store.save("k", frame * 3)
+        assert store.load("k").equals(frame * 3)
+        print("parent again", flush=True)
+        """,
+    )
+    assert steps == ["parent", "child", "parent again"]

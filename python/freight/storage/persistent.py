@@ -85,6 +85,18 @@ _KEY_LOCKS: dict[tuple[str, str], list[Any]] = {}
 _KEY_LOCKS_GUARD = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    # A forked child has only the thread that forked: the locks other threads of the parent held
+    # (or the guard, taken for an instant by a thread entering or leaving a key's lock) would
+    # never be released here, and the child's first save of such a key would wait forever.
+    global _KEY_LOCKS, _KEY_LOCKS_GUARD
+    _KEY_LOCKS = {}
+    _KEY_LOCKS_GUARD = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class key_lock:  # noqa: N801 - used as a function: ``with key_lock(url, key):``
     """Holds the lock of ``key`` in the store at ``url`` (re-entrant: a serializer may save or
     delete the same key on its own thread). A class, not contextlib's: ``import freight.storage``
@@ -103,7 +115,9 @@ class key_lock:  # noqa: N801 - used as a function: ``with key_lock(url, key):``
         self._entry[0].release()
         with _KEY_LOCKS_GUARD:
             self._entry[1] -= 1
-            if self._entry[1] == 0:
+            # After a fork inside the ``with`` (a serializer that forks), the child's table is a
+            # new one, without this entry.
+            if self._entry[1] == 0 and _KEY_LOCKS.get(self._name) is self._entry:
                 del _KEY_LOCKS[self._name]
 
 
