@@ -36,6 +36,9 @@ from freight.exceptions import (
     PathError,
     PathNotFoundError,
     ProducerVersionError,
+    RefError,
+    RefGoneError,
+    RefSignatureError,
     SerializationError,
     StorageError,
     UnknownTagError,
@@ -74,5 +77,8 @@ __all__ = [
     "KeyExistsError",
     "PathError",
     "PathNotFoundError",
+    "RefError",
+    "RefGoneError",
+    "RefSignatureError",
     "OptionError",
 ]

@@ -28,6 +28,9 @@ __all__ = [
     "ProducerVersionError",
     "PathError",
     "PathNotFoundError",
+    "RefError",
+    "RefGoneError",
+    "RefSignatureError",
     "OptionError",
     "FreightWarning",
 ]
@@ -107,6 +110,22 @@ class PathError(StorageError, OSError):
 
 class PathNotFoundError(PathError, FileNotFoundError):
     """``freight.load`` found no file at the path (also a ``FileNotFoundError``)."""
+
+
+class RefError(StorageError, DeserializationError):
+    """A :class:`freight.carrier.Ref` could not be stored or opened: not a reference, written by
+    a newer freight, another backend's or namespace's, or its backend unreachable or full. Also a
+    ``DeserializationError``: opening a reference is loading a value. The message says what to do."""
+
+
+class RefGoneError(RefError):
+    """The value a reference names is no longer there: it expired, was read already (read-once),
+    was released, or its backend lost it (a program that ended, a cleaned ``/dev/shm``)."""
+
+
+class RefSignatureError(RefError, IntegrityError):
+    """A reference is unsigned, signed with another key, or changed after it was signed, where the
+    codec has a key: refused before anything is fetched."""
 
 
 class OptionError(FreightError, TypeError):

@@ -45,7 +45,8 @@ from typing import Any
 from freight.exceptions import DeserializationError
 
 __all__ = [
-    "THRESHOLD", "DIRECTORY", "PREFIX", "SharedMemoryLostError", "share", "attach", "lender", "lend", "open_lent",
+    "THRESHOLD", "DIRECTORY", "PREFIX", "SharedMemoryLostError", "share", "attach", "discard", "lender", "lend",
+    "open_lent",
     "stats", "available", "segments",
 ]  # fmt: skip
 
@@ -130,10 +131,14 @@ def tracker_ready() -> None:
         pass
 
 
-def share(frames: Sequence[Any]) -> tuple[str, list[tuple[int, int]]] | None:
+def share(
+    frames: Sequence[Any], *, name: str | None = None, packed: bool = False
+) -> tuple[str, list[tuple[int, int]]] | None:
     """Writes ``frames`` (buffers) into one new segment. Returns its name and each frame's
     ``(offset, length)``, or None when shared memory cannot take them (the caller falls back to
-    the pipe; nothing is left behind)."""
+    the pipe; nothing is left behind). ``name``: the segment's (``frt-...``; default a fresh
+    one); ``packed``: frames back to back, not each on a 64-byte boundary (the carrier lays out
+    its frames itself)."""
     if not available():
         return None
     _settle_acknowledged()
@@ -142,7 +147,7 @@ def share(frames: Sequence[Any]) -> tuple[str, list[tuple[int, int]]] | None:
     views = [memoryview(f).cast("B") for f in frames]
     for v in views:
         layout.append((end, v.nbytes))
-        end = (end + v.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+        end = end + v.nbytes if packed else (end + v.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
     try:
         st = os.statvfs(DIRECTORY)
         if st.f_bavail * st.f_frsize < end + (64 << 20):  # keep 64 MiB for everyone else
@@ -151,7 +156,7 @@ def share(frames: Sequence[Any]) -> tuple[str, list[tuple[int, int]]] | None:
     except OSError:
         _count("fallbacks")
         return None
-    name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+    name = name or f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
     path = os.path.join(DIRECTORY, name)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
@@ -183,6 +188,11 @@ def share(frames: Sequence[Any]) -> tuple[str, list[tuple[int, int]]] | None:
     return name, layout
 
 
+def discard(name: str) -> None:
+    """Unlinks the segment ``name`` (if it is still there) and forgets it in the resource tracker."""
+    _discard(name)
+
+
 def _discard(name: str) -> None:
     try:
         os.unlink(os.path.join(DIRECTORY, name))
@@ -191,10 +201,13 @@ def _discard(name: str) -> None:
     _tracker("unregister", name)
 
 
-def attach(name: str, layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -> list[memoryview]:
+def attach(
+    name: str, layout: Sequence[tuple[int, int]], writable: Sequence[bool], *, unlink: bool = True
+) -> list[memoryview]:
     """Opens the segment ``name``, unlinks it, maps it copy-on-write and returns a view per frame
     (writable where ``writable`` says so, read-only otherwise). The mapping lives as long as the
-    views and what is built on them."""
+    views and what is built on them. ``unlink=False`` leaves the segment for other readers (then
+    :func:`discard` removes it)."""
     path = os.path.join(DIRECTORY, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -212,7 +225,8 @@ def attach(name: str, layout: Sequence[tuple[int, int]], writable: Sequence[bool
         ) from None
     # Unlinked before anything else can fail: from here the segment is freed with its last
     # mapping, whatever happens to this process.
-    _discard(name)
+    if unlink:
+        _discard(name)
     return _map(fd, layout, writable)
 
 
