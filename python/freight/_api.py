@@ -96,25 +96,82 @@ def _normal_compression(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+# The codec's words for option values of the wrong kind (crates/freight-py/src/options.rs), so
+# that an option checked here reads as the same option checked there.
+_TAGS_WORDS = 'allowed_tags must be None or a list of serializer tags (strings; "pickle" for pickle)'
+_KEY_WORDS = "a key must be bytes (or a list of bytes to accept several on load)"
+_EMPTY_KEY_WORDS = "an empty key signs nothing: use a long random secret (32 bytes or more)"
+_NO_KEYS_WORDS = "key= got an empty list of keys; pass at least one key, or key=None to not sign or verify"
+
+
+def is_flag(value: Any) -> bool:
+    """Whether ``value`` is True or False: a bool, or numpy's bool (not imported for this)."""
+    kind = type(value)
+    return isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"))
+
+
+def flag(name: str, value: Any, default: bool | None) -> bool | None:
+    """A yes/no option as the codec reads it: None is ``default``, True or False (numpy's bool
+    too) is itself; anything else (``"false"``, 1, a list) is an :class:`OptionError` naming the
+    option, not a truth value read from it."""
+    if value is None:
+        return default
+    if is_flag(value):
+        return bool(value)
+    raise OptionError(f"{name}= takes True or False; got {value!r}")
+
+
+def checked_keys(key: Any) -> tuple[bytes, ...]:
+    """``key=`` by the codec's rule, as bytes: None is no key (an empty tuple); a bytes-like key
+    (not empty); or a non-empty list or tuple of them (the first one signs). Anything else (a
+    str, an int, which ``bytes()`` would make zero bytes of, True) is an :class:`OptionError`."""
+    if key is None:
+        return ()
+    items = list(key) if isinstance(key, (list, tuple)) else [key]
+    if not items:  # it must not quietly mean "no key": that would switch signing off
+        raise OptionError(_NO_KEYS_WORDS)
+    keys = []
+    for item in items:
+        if isinstance(item, (str, int)) or item is None:  # bytes(5): five zero bytes, not a key
+            raise OptionError(_KEY_WORDS)
+        try:
+            raw = memoryview(item).tobytes()
+        except TypeError:
+            raise OptionError(_KEY_WORDS) from None
+        if not raw:
+            raise OptionError(_EMPTY_KEY_WORDS)
+        keys.append(raw)
+    return tuple(keys)
+
+
 def _normal_key(key: Any) -> Any:
     """``key=`` as bytes, or a tuple of bytes for several (one key in a list is that key)."""
-    if key is None:
+    keys = checked_keys(key)
+    if not keys:
         return None
-    if isinstance(key, (list, tuple)):
-        keys = tuple(_normal_key(k) for k in key)
-        return keys[0] if len(keys) == 1 else keys
-    try:
-        return bytes(key)
-    except TypeError:
-        return key  # refused by the codec
+    return keys[0] if len(keys) == 1 else keys
 
 
-def _normal_tags(tags: Any) -> tuple[str, ...] | None:
+def tags_list(tags: Any) -> list[str] | None:
+    """``allowed_tags=`` as a list of str (an iterator read once), or None; anything else (one
+    string, which would be read as its letters, a number, a list holding a non-string) is an
+    :class:`OptionError` in the codec's words."""
     if tags is None:
         return None
     if isinstance(tags, str):
-        raise TypeError("allowed_tags is a list of serializer tags, not one string")
-    return tuple(sorted(set(tags)))
+        raise OptionError(_TAGS_WORDS)
+    try:
+        tags = list(tags)
+    except TypeError:
+        raise OptionError(_TAGS_WORDS) from None
+    if not all(isinstance(tag, str) for tag in tags):
+        raise OptionError(_TAGS_WORDS)
+    return tags
+
+
+def _normal_tags(tags: Any) -> tuple[str, ...] | None:
+    listed = tags_list(tags)
+    return None if listed is None else tuple(sorted(set(listed)))
 
 
 _NAMES = (
@@ -171,15 +228,16 @@ class FreightOptions:
         strict_versions: bool = False,
     ) -> None:
         normal = {
-            "allow_pickle": bool(allow_pickle),
-            "zero_copy": bool(zero_copy),
-            "verify": None if verify is None else bool(verify),
-            "checksum": bool(checksum),
+            # None is the default, as the codec reads it (Freight(allow_pickle=None) allows pickle).
+            "allow_pickle": flag("allow_pickle", allow_pickle, True),
+            "zero_copy": flag("zero_copy", zero_copy, False),
+            "verify": flag("verify", verify, None),
+            "checksum": flag("checksum", checksum, False),
             "compression": _normal_compression(compression),
             "key": _normal_key(key),
             "max_size": None if max_size is None or max_size == _DEFAULT_MAX_SIZE else max_size,
             "allowed_tags": _normal_tags(allowed_tags),
-            "strict_versions": bool(strict_versions),
+            "strict_versions": flag("strict_versions", strict_versions, False),
         }
         for name, value in normal.items():
             object.__setattr__(self, name, value)
@@ -281,8 +339,7 @@ class Freight:
         strict_versions: bool = False,
         registry: Registry | None = None,
     ):
-        if allowed_tags is not None and not isinstance(allowed_tags, str):  # a str: the codec refuses it
-            allowed_tags = list(allowed_tags)
+        allowed_tags = tags_list(allowed_tags)  # an iterator is read once, for both below
         self.registry = registry if registry is not None else Registry(parent=GLOBAL)
         # The codec checks every option (and raises its errors) before they are normalised.
         given = {

@@ -136,7 +136,7 @@ def test_a_string_of_tags_is_refused():
     # Read as a list of letters it would refuse every real tag.
     with pytest.raises(freight.FreightError, match="allowed_tags"):
         freight.Freight(allowed_tags="pickle")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="allowed_tags"):
+    with pytest.raises(freight.OptionError, match="allowed_tags"):
         FreightOptions(allowed_tags="pickle")  # type: ignore[arg-type]
 
 
@@ -147,6 +147,72 @@ def test_bad_values_are_still_refused_by_the_codec():
         freight.Freight(compression=("zstd", 99))
     with pytest.raises(freight.FreightError):
         freight.Freight(key=[])
+
+
+@pytest.mark.parametrize(
+    ("name", "default"),
+    [("allow_pickle", True), ("zero_copy", False), ("checksum", False), ("strict_versions", False)],
+)
+def test_a_yes_no_option_left_as_none_is_its_default(name, default):
+    # As the codec reads it: Freight(allow_pickle=None) allows pickle, and so does its copy.
+    f = freight.Freight(**{name: None})
+    assert getattr(f.options, name) is default
+    assert f.options == freight.Freight().options == FreightOptions(**{name: None})
+    copy_ = pickle.loads(pickle.dumps(f))
+    assert getattr(copy_.options, name) is default
+    if name == "allow_pickle":
+        assert copy_.loads(f.dumps(Registry)) is Registry  # a class: pickled by name
+    assert freight.Freight(**{name: np.bool_(not default)}).options == freight.Freight(**{name: not default}).options
+    assert freight.Freight(verify=None).options.verify is None
+    assert freight.Freight(verify=np.bool_(False)).options.verify is False
+
+
+@pytest.mark.parametrize("name", ["allow_pickle", "zero_copy", "verify", "checksum", "strict_versions"])
+@pytest.mark.parametrize("value", ["false", 0, 1, [], "yes"])
+def test_a_yes_no_option_of_another_kind_is_an_option_error(name, value):
+    # Not a truth value read from it: "false" would mean True.
+    words = f"{name}= takes True or False; got {value!r}"
+    for make in (
+        lambda: freight.Freight(**{name: value}),
+        lambda: FreightOptions(**{name: value}),
+        lambda: freight.Freight().replace(**{name: value}),
+        lambda: FreightOptions().replace(**{name: value}),
+    ):
+        with pytest.raises(freight.OptionError) as info:
+            make()
+        assert str(info.value) == words
+
+
+@pytest.mark.parametrize("tags", [5, 1.5, [1], ["a", None], object()])
+def test_tags_of_another_kind_are_an_option_error(tags):
+    words = 'allowed_tags must be None or a list of serializer tags (strings; "pickle" for pickle)'
+    for make in (
+        lambda: freight.Freight(allowed_tags=tags),
+        lambda: freight.Freight().replace(allowed_tags=tags),
+        lambda: FreightOptions(allowed_tags=tags),
+    ):
+        with pytest.raises(freight.OptionError) as info:
+            make()
+        assert str(info.value) == words
+
+
+@pytest.mark.parametrize(
+    ("key", "words"),
+    [
+        (5, "a key must be bytes"),  # bytes(5) would be five zero bytes
+        (True, "a key must be bytes"),
+        ([5], "a key must be bytes"),
+        ("secret", "a key must be bytes"),
+        (b"", "an empty key signs nothing"),
+        ([], "key= got an empty list of keys"),
+    ],
+)
+def test_options_check_keys_as_the_codec_does(key, words):
+    for make in (lambda: FreightOptions(key=key), lambda: FreightOptions().replace(key=key)):
+        with pytest.raises(freight.OptionError, match=words):
+            make()
+    with pytest.raises(freight.OptionError, match=words):
+        freight.Freight(key=key)
 
 
 # --- equality and hash ----------------------------------------------------------------------------
