@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 import freight
+from freight import carrier
 
 pytest.importorskip("celery")
 
@@ -201,7 +202,8 @@ def test_large_values_travel_as_redis_values(celery):
     arr = np.random.default_rng(3).random(300_000)  # 2.4 MB: over the 1 MiB default
     before, before_tasks = _stored_keys(celery, "result"), _stored_keys(celery, "task")
     body = fc.dumps(((arr,), {}, {}))
-    assert body.startswith(b"FREIGHT-CELERY-REF\x01freight:celery:task:") and len(body) < 100
+    ref = carrier.Ref.from_bytes(body)
+    assert ref.key.startswith("freight:celery:task:") and ref.signed and len(body) < 300
     np.testing.assert_array_equal(fc.loads(body)[0][0], arr)
     result = tasks.echo.apply_async((arr,), queue=SIGNED)
     np.testing.assert_array_equal(result.get(timeout=30), arr)
@@ -210,7 +212,7 @@ def test_large_values_travel_as_redis_values(celery):
     # above, never sent, is left.
     assert tasks.echo.apply_async((1,), queue=SIGNED).get(timeout=30) == 1
     assert len(_stored_keys(celery, "result")) == len(before) + 1
-    assert set(_stored_keys(celery, "task")) == {*before_tasks, body[len(b"FREIGHT-CELERY-REF\x01") :]}
+    assert set(_stored_keys(celery, "task")) == {*before_tasks, ref.key.encode()}
     small = fc.dumps(((b"x" * 1000,), {}, {}))
     assert small.startswith(b"\x89FRT")  # under the threshold: in the message
 
@@ -244,13 +246,23 @@ def test_a_waiting_task_keeps_its_stored_arguments(celery):
     np.testing.assert_array_equal(waiting.get(timeout=60), late)
 
 
+def _reference(key, sign_with=KEY):
+    """A reference to ``key`` in the suite's redis, as a sender with ``sign_with`` would make it."""
+    import freight.integrations.celery as fc
+
+    location = fc._STATE["values"].backend.location if fc._STATE["values"] else "redis://127.0.0.1:1/0"
+    return bytes(carrier.Ref.build("redis", location, key, carrier.task(60), 0, 10, [(None, 10)], sign_with))
+
+
 def test_large_value_references_checked(celery):
     import freight.integrations.celery as fc
 
-    with pytest.raises(fc.UndecodableMessageError, match="outside freight:celery:"):
-        fc.loads(b"FREIGHT-CELERY-REF\x01celery-task-meta-1234")
-    with pytest.raises(fc.UndecodableMessageError, match="is gone: it expired after its ttl"):
-        fc.loads(b"FREIGHT-CELERY-REF\x01freight:celery:task:" + b"0" * 32)
+    with pytest.raises(fc.UndecodableMessageError, match="outside the backend's namespace 'freight:celery:'"):
+        fc.loads(_reference("celery-task-meta-1234"))
+    with pytest.raises(fc.UndecodableMessageError, match="is gone: .* expire after large_values_ttl"):
+        fc.loads(_reference("freight:celery:task:" + "0" * 32))
+    with pytest.raises(fc.SignatureMismatchError, match="before anything was fetched"):
+        fc.loads(_reference("freight:celery:task:" + "0" * 32, sign_with=None))  # forged: unsigned
 
 
 def test_large_values_options(celery):
@@ -262,9 +274,9 @@ def test_large_values_options(celery):
         assert fc.installed()["large_values"] is None
         assert fc.dumps(((np.zeros(300_000),), {}, {})).startswith(b"\x89FRT")
         with pytest.raises(fc.UndecodableMessageError, match="large_values=None"):
-            fc.loads(b"FREIGHT-CELERY-REF\x01freight:celery:task:" + b"0" * 32)
+            fc.loads(_reference("freight:celery:task:" + "0" * 32))
         fc.install(app, key=KEY, large_values=0, large_values_ttl=5)
-        assert fc.dumps(((1,), {}, {})).startswith(b"FREIGHT-CELERY-REF")
+        assert fc.dumps(((1,), {}, {})).startswith(b"FREIGHT-REF")
         for bad in ({"large_values": "1MiB"}, {"large_values": -1}, {"large_values_url": "http://x"}):
             with pytest.raises(freight.OptionError):
                 fc.install(app, **bad)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import secrets
 import threading
@@ -149,8 +150,8 @@ class RedisBackend(Backend):
             url = f"redis://{kw.get('host', 'localhost')}:{kw.get('port', 6379)}/{kw.get('db', 0)}"
         if not isinstance(url, str) or urlsplit(url).scheme not in _SCHEMES:
             raise OptionError(f"a RedisBackend needs a redis://, rediss:// or unix:// URL, not {url!r}")
-        self.url, self.namespace, self._client = url, namespace, client
-        self._lock = threading.Lock()
+        self.url, self.namespace = url, namespace
+        self._shared: dict[str, Any] = {"client": client, "lock": threading.Lock()}
         parts = urlsplit(url)
         netloc = parts.hostname or ""
         netloc += f":{parts.port}" if parts.port else ""
@@ -164,15 +165,22 @@ class RedisBackend(Backend):
     def open(cls, location: str) -> RedisBackend:
         return cls(location)
 
+    def under(self, namespace: str) -> RedisBackend:
+        """The same server (and client) with keys written under ``namespace``."""
+        other = copy.copy(self)
+        other.namespace = namespace
+        return other
+
     def client(self) -> Any:
         # redis-py's pool notices a fork and reconnects, so one client serves forked children too
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
+        shared = self._shared
+        if shared["client"] is None:
+            with shared["lock"]:
+                if shared["client"] is None:
                     import redis
 
-                    self._client = redis.Redis.from_url(self.url, socket_connect_timeout=10)
-        return self._client
+                    shared["client"] = redis.Redis.from_url(self.url, socket_connect_timeout=10)
+        return shared["client"]
 
     def put_frames(self, key: str, frames: Sequence[Any], *, ttl: float | None = None) -> None:
         data = frames[0] if len(frames) == 1 else b"".join(frames)

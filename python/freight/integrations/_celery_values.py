@@ -1,97 +1,76 @@
-"""Large Celery payloads as their own redis values, with only a reference in the message.
+"""Large Celery payloads as carrier references (:mod:`freight.carrier`, its redis backend), with
+only the reference in the message.
 
 Why: kombu's redis transport writes a message as JSON with its body in base64, so a 64 MiB array
 argument becomes 85 MiB of text that is encoded, escaped, pushed, popped, parsed and decoded again;
 and the redis result backend both stores and publishes a result, so it crosses the socket twice.
 That text handling costs several times what serializing costs: measured, it is why freight in the
-body could not beat pickle in the body. A payload over the threshold is instead SET as raw bytes
-under a fresh key; the message (or the stored result) carries ``MAGIC + key``, and the receiver
-GETs the bytes and decodes them with its own codec (which checks signatures and refuses pickle as it
-would in the body: the reference grants nothing the payload would not).
+body could not beat pickle in the body. A payload over the threshold is instead put in redis as raw
+bytes (``freight:celery:task:*`` or ``freight:celery:result:*``); the message (or the stored
+result) carries the carrier's :class:`~freight.carrier.Ref`, signed when the codec has a key, and
+the receiver gets the bytes and decodes them with its own codec (which checks signatures and
+refuses pickle as it would in the body: the reference grants nothing the payload would not).
 
-Lifetime: every value expires (``ttl``, by default the app's ``result_expires``, the time Celery
-keeps results). A task's argument value is also deleted by the worker once the task has ended in a
-state after which its message is gone (success, retry: a retry sends the arguments again, failure
-when the message is acknowledged); results live their ``ttl``, as they do in the result backend.
+Lifetime: a task's arguments are owned by the task (``carrier.task``): the worker releases them
+once the task has ended in a state after which its message is gone (success, retry: a retry sends
+the arguments again, failure when the message is acknowledged); results live their ``ttl``
+(``carrier.ttl``), as they do in the result backend. Both expire after ``ttl`` at the latest.
 """
 
 from __future__ import annotations
 
 import datetime
-import os
 import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-from freight.exceptions import DeserializationError, OptionError
+from freight import carrier
+from freight.exceptions import OptionError
 
-#: What starts a message body that refers to a value stored apart. A freight payload starts with its
-#: own magic, so the two never collide.
-MAGIC = b"FREIGHT-CELERY-REF\x01"
 #: The namespace of the stored values; a reference outside it is refused (a forged message must not
-#: make a worker read other keys).
+#: make a worker read or delete other keys).
 PREFIX = "freight:celery:"
-_TASK, _RESULT = PREFIX + "task:", PREFIX + "result:"
-#: Default threshold: payloads at least this large leave the message.
-DEFAULT_THRESHOLD = 1 << 20
 _SCHEMES = ("redis", "rediss", "unix")
-
-
-def is_reference(body: Any) -> bool:
-    """Whether a message body refers to a stored value (bytes, or any buffer a transport gives)."""
-    if type(body) is bytes:
-        return body.startswith(MAGIC)
-    return bytes(memoryview(body)[: len(MAGIC)]) == MAGIC
+is_reference = carrier.is_ref
 
 
 class ValueStore:
     """The redis values of one process (kombu's serializer registry is per process, so this is too)."""
 
-    def __init__(self, url: str, threshold: int, ttl: float) -> None:
-        self.url, self.threshold, self.ttl = url, threshold, max(1, int(ttl))
-        self._client: Any = None
-        self._lock = threading.Lock()
+    def __init__(self, url: str, threshold: int, ttl: float, codec: Any) -> None:
+        self.url, self.threshold, self.ttl, self.codec = url, threshold, max(1, int(ttl)), codec
+        self.backend = carrier.RedisBackend(url, namespace=PREFIX)  # reads both kinds
+        self._tasks, self._results = self.backend.under(PREFIX + "task:"), self.backend.under(PREFIX + "result:")
         self._thread = threading.local()  # .last, .running: see decoded()
 
-    def client(self) -> Any:
-        # redis-py's pool notices a fork and reconnects, so one client serves prefork children too
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    import redis
-
-                    self._client = redis.Redis.from_url(self.url)
-        return self._client
-
     def put(self, payload: bytes, is_task: bool) -> bytes:
-        """Stores ``payload`` under a fresh key; returns the message body that refers to it."""
-        key = (_TASK if is_task else _RESULT) + os.urandom(16).hex()
-        self.client().set(key, payload, ex=self.ttl)
-        return MAGIC + key.encode()
+        """Stores ``payload``; returns the message body that refers to it (the reference)."""
+        backend, lifetime = (self._tasks, carrier.task(self.ttl)) if is_task else (self._results, carrier.ttl(self.ttl))
+        ref = carrier.put(carrier.Frames([payload]), backend, lifetime=lifetime, threshold=0, codec=self.codec)
+        return bytes(ref)
 
-    def get(self, body: Any) -> tuple[str, bytes]:
-        """(key, payload) of a reference body (one that starts with :data:`MAGIC`)."""
-        key = bytes(memoryview(body)[len(MAGIC) :]).decode("ascii", "replace")
-        if not key.startswith(PREFIX) or len(key) > 100:
-            raise DeserializationError(f"a message refers to a stored value outside {PREFIX}*: refused")
-        payload = self.client().get(key)
-        if payload is None:
-            raise DeserializationError(
-                f"the message's payload, stored in redis as {key}, is gone: it expired after its ttl "
-                f"({self.ttl} s; pass install(app, large_values_ttl=...) to keep values longer, e.g. for "
-                "tasks scheduled further ahead), or the task already ran and its arguments were deleted"
-            )
-        return key, payload
+    def get(self, body: Any) -> tuple[carrier.Ref, Any]:
+        """(reference, payload) of a reference body, checked (signature, namespace) before the read."""
+        ref = carrier.Ref.from_bytes(body)
+        try:
+            (payload,) = carrier.get_frames(ref, self.backend, codec=self.codec)
+        except carrier.RefGoneError as exc:
+            raise carrier.RefGoneError(
+                f"{exc}. Stored task arguments and results expire after large_values_ttl ({self.ttl} s; pass "
+                "install(app, large_values_ttl=...) to keep them longer, e.g. for tasks scheduled further "
+                "ahead), and a task's arguments are deleted once the task ran"
+            ) from None
+        return ref, payload
 
     # Which stored arguments belong to which task. Celery's worker decodes a body when it makes the
     # request (in the consumer, also for tasks that then wait for their ETA) and again in the trace,
     # right before ``task_prerun`` in the thread (or pool process) that runs the task. So: every
     # decode notes the stored task payload it read, or none; ``task_prerun`` claims the last note
-    # of its thread for the task that starts; ``task_postrun`` deletes what its task claimed.
+    # of its thread for the task that starts; ``task_postrun`` releases what its task claimed.
 
-    def decoded(self, key: str | None) -> None:
-        """A body was decoded in this thread, from the stored value ``key`` (None: in the message)."""
-        self._thread.last = key if key is not None and key.startswith(_TASK) else None
+    def decoded(self, ref: carrier.Ref | None) -> None:
+        """A body was decoded in this thread, from the stored value ``ref`` (None: in the message)."""
+        self._thread.last = ref if ref is not None and ref.lifetime.kind == "task" else None
 
     def task_started(self) -> None:
         """``task_prerun``: the task starting in this thread runs with the last decode's arguments."""
@@ -99,12 +78,12 @@ class ValueStore:
         self._thread.last = None
 
     def task_ended(self, delete: bool) -> None:
-        """``task_postrun``: the task of this thread has ended; its stored arguments are deleted if
+        """``task_postrun``: the task of this thread has ended; its stored arguments are released if
         its message is gone (so that nothing could read them again)."""
-        key = getattr(self._thread, "running", None)
+        ref = getattr(self._thread, "running", None)
         self._thread.running = None
-        if key is not None and delete:
-            self.client().delete(key)
+        if ref is not None and delete:
+            carrier.release(ref, self.backend, codec=self.codec)
 
 
 def redis_url(app: Any, url: str | None) -> str | None:

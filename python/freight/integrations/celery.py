@@ -17,9 +17,10 @@ so that a worker refuses pickle, YAML and JSON messages alike: the only way in i
 payload, and with ``key=`` a freight payload signed with that key.
 
 Large payloads (1 MiB and more, ``large_values=``) are not put in the message: kombu's redis
-transport would write them as base64 inside JSON. They are stored as their own redis values (the
-broker's redis unless ``large_values_url=`` says otherwise) with an expiry, and the message
-carries a reference (``_celery_values``; docs/integrations/celery.md).
+transport would write them as base64 inside JSON. They are carried by :mod:`freight.carrier` as
+their own redis values (the broker's redis unless ``large_values_url=`` says otherwise) with an
+expiry, and the message carries the carrier's reference (``_celery_values``;
+docs/integrations/celery.md).
 
 Safe by default: ``allow_pickle=False``, so a message whose payload would run pickle (a custom
 class, a closure, a gadget) is refused before anything in it is decoded. numpy arrays, pandas,
@@ -50,6 +51,7 @@ import threading
 from typing import Any
 
 import freight
+from freight import carrier
 from freight.exceptions import (
     DeserializationError,
     FreightError,
@@ -156,7 +158,7 @@ def dumps(obj: Any) -> bytes:
     data = codec.dumps(obj)
     data = data if type(data) is bytes else bytes(data)
     values = _STATE["values"]
-    if values is not None and len(data) >= values.threshold:
+    if values is not None and carrier.carries(len(data), values.threshold):
         return values.put(data, is_task=type(obj) is tuple)
     return data
 
@@ -172,10 +174,10 @@ def loads(data: Any) -> Any:
         )
     if isinstance(data, str):  # transports that hand text over (they should not for a binary type)
         data = data.encode("latin-1")
-    key = None
+    ref = None
     try:
         if _values.is_reference(data):
-            key, data = _stored(data)
+            ref, data = _stored(data)
         value = codec.loads(data)
     except FreightError as exc:
         if _looks_like_json(data):
@@ -188,8 +190,8 @@ def loads(data: Any) -> Any:
         raise _refusal(exc) from exc
     values = _STATE["values"]
     if values is not None:
-        values.decoded(key)
-        if key is not None and not _CONNECTED_POSTRUN:
+        values.decoded(ref)
+        if ref is not None and not _CONNECTED_POSTRUN:
             _watch_task_ends()
     return value
 
@@ -216,8 +218,8 @@ def _on_prerun(**_: Any) -> None:
         values.task_started()
 
 
-def _stored(body: Any) -> tuple[str, bytes]:
-    """(key, payload) of a message that refers to a value stored in redis."""
+def _stored(body: Any) -> tuple[carrier.Ref, Any]:
+    """(reference, payload) of a message that refers to a value stored in redis."""
     values = _STATE["values"]
     if values is None:
         raise UndecodableMessageError(
@@ -225,15 +227,7 @@ def _stored(body: Any) -> tuple[str, bytes]:
             "large_values=None: call freight.integrations.celery.install(app, ...) with the same "
             "large_values options as the sender"
         )
-    try:
-        return values.get(body)
-    except FreightError:
-        raise
-    except Exception as exc:  # redis' own errors: connection refused, authentication, ...
-        raise UndecodableMessageError(
-            f"could not read the message's payload from redis at {values.url}: {exc}; check that this "
-            "process reaches the redis server the sender stored it in (large_values_url)"
-        ) from exc
+    return values.get(body)  # the carrier's errors say what failed, on which server
 
 
 def _looks_like_json(data: Any) -> bool:
@@ -246,7 +240,7 @@ def install(
     *,
     allow_pickle: bool = False,
     key: Any = None,
-    large_values: int | None = _values.DEFAULT_THRESHOLD,
+    large_values: int | None = carrier.THRESHOLD,
     large_values_url: str | None = None,
     large_values_ttl: float | None = None,
     **freight_options: Any,
@@ -300,7 +294,7 @@ def install(
     values = None
     if url is not None:
         ttl = large_values_ttl if large_values_ttl is not None else _values.default_ttl(app)
-        values = _values.ValueStore(url, large_values, ttl)
+        values = _values.ValueStore(url, large_values, ttl, codec)
     with _LOCK:
         _STATE["codec"] = codec
         _STATE["values"] = values
