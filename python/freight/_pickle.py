@@ -75,6 +75,9 @@ class _OpenFileError(SerializationError):
 # Every kind of open file of the io module (what open() returns, in any mode).
 _FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom, io.FileIO)
 
+# The same, by (module, name), as pickle's messages name them.
+_FILE_NAMES = frozenset((kind.__module__, kind.__name__) for kind in _FILE_TYPES)
+
 _CloudPickler: Any = None
 
 
@@ -128,6 +131,12 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
             return file.getvalue(), False
         except (NeedsCloudpickle, pickle.PicklingError, TypeError, AttributeError, RecursionError, ValueError):
             pass
+        except Exception as exc:
+            # Raised by the object's own code (a __reduce__ raising RuntimeError, KeyError, OSError,
+            # its own exception class): passed on as itself, saying where, as below.
+            _note_where(exc, obj, sink)
+            _release(exc)
+            raise
         sink.begin(True)  # forget what the failed attempt encoded
     file = io.BytesIO()
     pickler = _pickler(True, file, sink)
@@ -151,12 +160,7 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
     except Exception as exc:
         # Raised by the object's own code (its __reduce__, __getstate__, a property pickle
         # read): the caller's error, passed on as itself, as pickle does.
-        finding = _diagnose(obj, sink)
-        if finding is not None and finding.path != "value":
-            where = f"{finding.path}, a {_type_name(finding.culprit)}" if finding.reached else finding.path
-            exc.add_note(f"(raised while freight pickled {where})")
-        else:
-            exc.add_note(f"(raised while freight pickled a {_type_name(obj)})")
+        _note_where(exc, obj, sink)
         raise
     finally:
         pickler.reducer_override.close()  # the hook refers back to the pickler: break the cycle
@@ -165,6 +169,17 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
         # On an error, this frame lives on in the traceback: let go of the Rust objects now.
         del pickler, sink
     return file.getvalue(), True
+
+
+def _note_where(exc: Exception, obj: Any, sink: Any) -> None:
+    """Notes on ``exc``, an error the object's own code raised while ``obj`` was pickled, the
+    path to the entry that raised it (found by pickling ``obj`` again: see below)."""
+    finding = _diagnose(obj, sink)
+    if finding is not None and finding.path != "value":
+        where = f"{finding.path}, a {_type_name(finding.culprit)}" if finding.reached else finding.path
+        exc.add_note(f"(raised while freight pickled {where})")
+    else:
+        exc.add_note(f"(raised while freight pickled a {_type_name(obj)})")
 
 
 # -- what failed, and where: only after a failure ---------------------------------------------------
@@ -177,9 +192,14 @@ def dump(obj: Any, sink: Any, cloud_first: bool = False) -> tuple[bytes, bool]:
 # the failed attempt's own reductions (freight's sink, then cloudpickle's reducer and dispatch
 # table), so it fails where the real attempt failed; its output is thrown away (out-of-band
 # buffers are never copied) and it gives up after _PROBE_LIMIT objects, so that a huge value
-# costs a bounded time on its way to the error, and nothing on the way to a payload.
+# costs a bounded time on its way to the error, and nothing on the way to a payload. Atomic
+# values (ints, strs, floats, bytes, None, bools), which pickle always takes, are passed over
+# without being pickled and counted apart (_ATOMIC_LIMIT): a long list of numbers beside the lock
+# does not use up the search. When the probe gives up, the message names what pickle named.
 
 _PROBE_LIMIT = 200_000  # objects saved before the probe gives up (about a second of pure-Python pickling)
+_ATOMIC_LIMIT = 20 * _PROBE_LIMIT  # atomic values passed over before it gives up (about as long)
+_ATOMIC = frozenset({int, str, float, bytes, bool, type(None)})
 _SCAN_LIMIT = _PROBE_LIMIT  # entries of one container searched for the next step of the path
 _REPR_LIMIT = 60
 
@@ -210,8 +230,16 @@ class _Probe(pickle._Pickler):  # type: ignore[name-defined,misc]
         self.dispatch_table = dispatch_table
         self.stack: list[Any] = []
         self.left = _PROBE_LIMIT
+        self.atomic_left = _ATOMIC_LIMIT
+        # A serializer registered for a built-in type sees atomic values through persistent_id.
+        self.skips_atomic = persistent_id is None
 
     def save(self, obj: Any, save_persistent_id: bool = True) -> None:
+        if type(obj) in _ATOMIC and self.skips_atomic:
+            self.atomic_left -= 1
+            if self.atomic_left < 0:
+                raise _ProbeGaveUp
+            return  # pickle takes it whatever it is; the output is thrown away
         self.left -= 1
         if self.left < 0:
             raise _ProbeGaveUp
@@ -365,7 +393,10 @@ def _step(parent: Any, child: Any) -> str | None:
                 return f".keywords[{_shown(key)}]"
     if isinstance(parent, (type, types.ModuleType)):
         return None
-    attributes = getattr(parent, "__dict__", None)
+    try:
+        attributes = getattr(parent, "__dict__", None)
+    except Exception:  # noqa: BLE001 - a __getattr__ or property raising something else
+        attributes = None
     if isinstance(attributes, dict):
         for n, (name, value) in enumerate(attributes.items()):
             if n >= _SCAN_LIMIT:
@@ -406,21 +437,44 @@ def _kind(obj: Any) -> tuple[str, str] | None:
     object (a class pickle could serialize with a ``__reduce__`` or a registered serializer)."""
     if isinstance(obj, type):
         return None
+    for base in _KIND_BASES:  # their subclasses too (an io class may be subclassed)
+        if isinstance(obj, base):
+            return _kind_of_class(base.__module__, base.__name__)
     cls = type(obj)
-    module = getattr(cls, "__module__", "") or ""
-    name = cls.__name__
-    if isinstance(obj, types.GeneratorType):
+    return _kind_of_class(getattr(cls, "__module__", "") or "", cls.__name__, mapping=isinstance(obj, (dict, set)))
+
+
+def _names(*classes: type) -> tuple[tuple[str, str], ...]:
+    return tuple((cls.__module__, cls.__name__) for cls in classes)
+
+
+_KIND_BASES = (
+    types.GeneratorType,
+    types.CoroutineType,
+    types.AsyncGeneratorType,
+    types.FrameType,
+    types.TracebackType,
+    *_FILE_TYPES,
+)
+_GENERATOR, _COROUTINE, _ASYNC_GENERATOR, _FRAME, _TRACEBACK = _names(*_KIND_BASES[:5])
+
+
+def _kind_of_class(module: str, name: str, mapping: bool = False) -> tuple[str, str] | None:
+    """:func:`_kind` of an object of the class ``module.name`` (``mapping``: the object is a dict
+    or a set, which no weak-reference rule covers), from the class's names alone: also what
+    pickle's own message names (``cannot pickle '_thread.RLock' object``)."""
+    if (module, name) == _GENERATOR:
         return "a generator", (
             "its paused state cannot travel to another process: send the values it yields (list(...)), "
             "or what makes it (the generator function and its arguments) and call it on the other side"
         )
-    if isinstance(obj, (types.CoroutineType, types.AsyncGeneratorType)):
-        return "a coroutine" if isinstance(obj, types.CoroutineType) else "an async generator", (
+    if (module, name) in (_COROUTINE, _ASYNC_GENERATOR):
+        return "a coroutine" if (module, name) == _COROUTINE else "an async generator", (
             "a started coroutine's state cannot travel to another process: send the coroutine function "
             "and its arguments and start it on the other side"
         )
-    if isinstance(obj, (types.FrameType, types.TracebackType)):
-        return "a stack frame" if isinstance(obj, types.FrameType) else "a traceback", (
+    if (module, name) in (_FRAME, _TRACEBACK):
+        return "a stack frame" if (module, name) == _FRAME else "a traceback", (
             "it is a running call of this process and cannot travel to another one: send what you need "
             "from it (traceback.format_exc() as text, the exception without its __traceback__)"
         )
@@ -450,7 +504,7 @@ def _kind(obj: Any) -> tuple[str, str] | None:
             "an open connection belongs to this process and cannot travel to another one: send the "
             "address it connects to and connect again on the other side"
         )
-    if isinstance(obj, _FILE_TYPES):
+    if (module, name) in _FILE_NAMES:
         return "an open file", (
             "a file handle does not mean the same thing in another process; send its path, or its contents (f.read())"
         )
@@ -464,7 +518,7 @@ def _kind(obj: Any) -> tuple[str, str] | None:
         return "a database connection", (
             "send what connects to it (the database's path) and connect again on the other side"
         )
-    if module in ("_weakref", "weakref") and not isinstance(obj, (dict, set)):
+    if module in ("_weakref", "weakref") and not mapping:
         return "a weak reference", "send the object itself, or make the reference again on the other side"
     if module in ("concurrent.futures._base", "asyncio.futures", "_asyncio", "asyncio.tasks") and name in (
         "Future",
@@ -502,6 +556,18 @@ def _cannot_serialize(obj: Any, exc: BaseException, finding: _Finding | None) ->
             f"cloudpickle could encode it ({said}); register a serializer for {cls} with freight.register, or give "
             "the class a __reduce__ method (or __getstate__/__setstate__) that pickle can use"
         )
+    import re  # only on this error path: not needed to import freight
+
+    named = re.search(r"cannot pickle '([\w.]+)' object", str(exc))  # the probe gave up: what pickle named
+    if named is not None:
+        cls = named.group(1)
+        module, _, name = cls.rpartition(".")
+        kind = _kind_of_class(module or "builtins", name)
+        if kind is not None:
+            what, advice = kind
+            if cls not in what.split():
+                what = f"{what} ({cls})"
+            return f"cannot serialize {what} inside the value (a {_type_name(obj)}): {advice} (pickle: {said})"
     return (
         f"cannot serialize a {_type_name(obj)}: neither freight's native encoder, a registered serializer, pickle nor "
         f"cloudpickle could encode it or something inside it ({said}); register a serializer for the type that "

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import freight
+import freight._pickle
 import freight.exceptions
 
 PUBLIC_ERRORS = [
@@ -411,12 +412,41 @@ def test_a_cyclic_value_is_located():
     assert _dumps_error(value).startswith('cannot serialize value["lock"], a lock')
 
 
-def test_a_huge_value_still_fails_with_a_message():
-    """The search for the entry is bounded (it gives up on a value this large): the error comes
-    all the same, naming the value's type and what pickle said."""
-    message = _dumps_error([*range(300_000), threading.Lock()])
+def test_numbers_beside_the_entry_do_not_use_up_the_search():
+    # Ints, strs, floats, bytes and None cannot fail: they are passed over, not counted.
+    message = _dumps_error({"data": list(range(300_000)), "lock": threading.RLock()})
+    assert message.startswith('cannot serialize value["lock"], a lock (_thread.RLock): '), message
+    assert "register a serializer" not in message
+
+
+def test_when_the_search_gives_up_the_advice_fits_what_pickle_named(monkeypatch):
+    """The search for the entry is bounded: on a value too large for it, the message names no
+    path, but still says what the object pickle could not take is (its message names the class)
+    and what to do, not to register a serializer for the value's type."""
+    monkeypatch.setattr(freight._pickle, "_PROBE_LIMIT", 50)
+    message = _dumps_error({"data": [[i] for i in range(100)], "lock": threading.RLock()})
+    assert message.startswith("cannot serialize a lock (_thread.RLock) inside the value (a dict): "), message
+    assert _CANNOT_TRAVEL in message and "register a serializer" not in message
+    assert "cannot pickle '_thread.RLock' object" in message
+    message = _dumps_error([[i] for i in range(100)] + [_generator()])
+    assert message.startswith("cannot serialize a generator inside the value (a list): "), message
+    assert "list(...)" in message
+
+
+def test_a_value_nested_too_deep_for_the_search_gets_the_advice_of_what_pickle_named():
+    value: dict = {"lock": threading.RLock()}
+    for _ in range(400):  # deeper than the pure-Python search can follow; pickle's C pickler fails first
+        value = {"x": value}
+    message = _dumps_error(value)
+    assert message.startswith("cannot serialize a lock (_thread.RLock) inside the value (a dict): "), message
+    assert "register a serializer" not in message
+
+
+def test_an_arbitrary_class_still_gets_the_advice_to_register_when_the_search_gives_up(monkeypatch):
+    monkeypatch.setattr(freight._pickle, "_PROBE_LIMIT", 5)
+    message = _dumps_error([[i] for i in range(20)] + [_NoPickle()])
     assert message.startswith("cannot serialize a list: "), message
-    assert "cannot pickle '_thread.lock' object" in message
+    assert "freight.register" in message
 
 
 def test_an_object_freight_encodes_itself_is_not_blamed():
@@ -445,6 +475,45 @@ def test_an_error_of_the_objects_own_code_notes_where_it_was_raised():
     with pytest.raises(ValueError, match="the object refuses") as info:
         freight.dumps({"nested": [_RaisesInReduce()]})
     assert f'(raised while freight pickled value["nested"][0], a {__name__}._RaisesInReduce)' in info.value.__notes__
+
+
+class _RaisesOther:
+    def __init__(self, error):
+        self.error = error
+
+    def __reduce__(self):
+        raise self.error
+
+
+class _OwnError(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    "error", [RuntimeError("boom"), KeyError("k"), OSError(5, "io"), _OwnError("mine")], ids=lambda e: type(e).__name__
+)
+def test_any_error_of_the_objects_own_code_notes_where_it_was_raised(error):
+    with pytest.raises(type(error)) as info:
+        freight.dumps({"nested": [1, _RaisesOther(error)]})
+    assert info.value is error
+    assert f'(raised while freight pickled value["nested"][1], a {__name__}._RaisesOther)' in info.value.__notes__
+
+
+class _SlotsRaisingGetattr:
+    """No __dict__, and a __getattr__ that raises something other than AttributeError."""
+
+    __slots__ = ("guard",)
+
+    def __init__(self, guard):
+        self.guard = guard
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"no {name} here")
+
+
+def test_an_object_whose_getattr_raises_is_searched_all_the_same():
+    message = _dumps_error({"s": _SlotsRaisingGetattr(threading.Lock())})
+    assert message.startswith('cannot serialize value["s"].guard, a lock (_thread.lock): '), message
 
 
 def test_the_error_still_chains_what_pickle_said():
