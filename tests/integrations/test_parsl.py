@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 
 import freight
+from freight import carrier
 
 pytest.importorskip("parsl")
 
@@ -131,9 +132,10 @@ def test_large_values_through_a_store(htex, tmp_path_factory):
     try:
         arr = np.random.default_rng(1).random(400_000)  # 3.2 MB: over the 1 MiB default
         payload = facade.serialize((arr,))
-        assert payload.startswith(fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF\x01" + url.encode()) and len(payload) < 300
+        ref = carrier.Ref.from_bytes(payload[len(fp.IDENTIFIER) + 1 :])
+        assert ref.location == url and ref.key.startswith("freight-parsl/") and len(payload) < 300
         np.testing.assert_array_equal(facade.deserialize(payload)[0], arr)  # read, and deleted
-        with pytest.raises(freight.DeserializationError, match="is gone: it is deleted once read"):
+        with pytest.raises(freight.DeserializationError, match="is gone: it is read-once and was read already"):
             facade.deserialize(payload)
         futures = [htex.echo(arr * i) for i in range(3)]
         for i, f in enumerate(futures):
@@ -151,9 +153,12 @@ def test_large_value_references_checked(htex):
 
     import freight.integrations.parsl as fp
 
-    forged = fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF\x01file:///etc\npasswd"
+    passwd = carrier.Ref.build("store", "file:///etc", "passwd", carrier.READ_ONCE, 0, 10, [(None, 10)], None)
+    with pytest.raises(freight.DeserializationError, match="outside the backend's namespace"):
+        facade.deserialize(fp.IDENTIFIER + b"\n" + bytes(passwd))
+    redis = carrier.Ref.build("redis", "redis://x/0", "freight-parsl/x", carrier.READ_ONCE, 0, 10, [(None, 10)], None)
     with pytest.raises(freight.DeserializationError, match="not freight's"):
-        facade.deserialize(forged)
+        facade.deserialize(fp.IDENTIFIER + b"\n" + bytes(redis))
     for bad in ({"large_values_url": "memory://"}, {"large_values_url": "/tmp/x"}, {"large_values": -1}):
         with pytest.raises(freight.OptionError):
             fp.install(**bad)
@@ -170,9 +175,9 @@ def test_large_values_automatic_on_a_local_htex(htex):
     fp.install()
     arr = np.random.default_rng(2).random(300_000)
     payload = facade.serialize((arr,))
-    prefix = fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF\x01file://"
+    prefix = fp.IDENTIFIER + b"\nFREIGHT-REF"
     assert payload.startswith(prefix) and len(payload) < 300
-    folder = payload[len(prefix) :].split(b"\n")[0].decode()
+    folder = carrier.Ref.from_bytes(payload[len(fp.IDENTIFIER) + 1 :]).location[len("file://") :]
     assert os.path.isdir(folder) and (folder.startswith("/dev/shm/") or not os.path.isdir("/dev/shm"))
     facade.deserialize(payload)
     np.testing.assert_array_equal(htex.echo(arr).result(timeout=60), arr)
@@ -214,7 +219,7 @@ def test_large_results_leave_the_submitter_s_options_alone(htex):
         big = np.random.default_rng(4).random(10 << 17)  # 10 MiB: stored, and so is the echo
         np.testing.assert_array_equal(htex.echo(big).result(timeout=60), big)
         medium = np.zeros(300_000)  # 2.4 MB: under this submitter's 8 MiB
-        assert not facade.serialize((medium,)).startswith(fp.IDENTIFIER + b"\nFREIGHT-PARSL-REF")
+        assert not facade.serialize((medium,)).startswith(fp.IDENTIFIER + b"\nFREIGHT-REF")
         assert fp._STATE["large"] == "auto" and fp._STATE["threshold"] == 8 << 20
     finally:
         fp.install()

@@ -1,4 +1,5 @@
-"""Large Parsl payloads as objects of a freight store, with only a reference in Parsl's messages.
+"""Large Parsl payloads carried by :mod:`freight.carrier` (its store backend), with only the
+carrier's reference in Parsl's messages.
 
 Why: a HighThroughputExecutor task crosses three processes (submitter, interchange, worker pool
 manager) before it reaches a worker, each hop pickling the message that holds the payload, and
@@ -6,12 +7,12 @@ Parsl joins and splits its buffers with copies on both ends; a result goes back 
 Measured on 64 MiB arrays, those copies are the whole cost: with the payload in the message no
 serializer does much better than dill (docs/integrations/parsl.md). A payload over the threshold is
 instead written once to a store every worker can reach (a shared folder, S3) and the message carries
-``MAGIC + url + "\\n" + key``; the reader gets the bytes (a local file is memory-mapped) and decodes
-them with its own codec.
+a :class:`freight.carrier.Ref` (the store's URL and the key); the reader gets the bytes (a local file
+is memory-mapped) and decodes them with its own codec.
 
-Lifetime: Parsl reads each buffer once (a retried task is serialized again), so the reader deletes
-the object as soon as it has it. What nobody reads (a task cancelled before it ran, a result never
-waited for) lies under ``freight-parsl/<run>/``, which the submitter removes at exit.
+Lifetime: Parsl reads each buffer once (a retried task is serialized again), so the references are
+read-once: the reader deletes the object as soon as it has it. What nobody reads (a task cancelled
+before it ran, a result never waited for) lies under ``freight-parsl/<run>/``, which the submitter removes at exit.
 """
 
 from __future__ import annotations
@@ -23,16 +24,16 @@ import tempfile
 import threading
 from typing import Any
 
-from freight.exceptions import DeserializationError, FreightError, OptionError
+from freight import carrier
+from freight.exceptions import FreightError, OptionError
 
-MAGIC = b"FREIGHT-PARSL-REF\x01"
 ROOT = "freight-parsl/"
-DEFAULT_THRESHOLD = 1 << 20
 #: Where a worker without a store of its own writes large results (a store URL), when set.
 ENV_URL = "FREIGHT_PARSL_LARGE_VALUES_URL"
 _SCHEMES = ("file://", "s3://")
-_STORES: dict[str, Any] = {}
+_BACKENDS: dict[str, carrier.StoreBackend] = {}
 _LOCK = threading.Lock()
+_BACKENDS_LOCK = threading.Lock()  # taken inside _LOCK (automatic() makes a LargeValues)
 
 
 def check_url(url: str) -> str:
@@ -43,14 +44,13 @@ def check_url(url: str) -> str:
     return url
 
 
-def _store(url: str) -> Any:
-    with _LOCK:
-        store = _STORES.get(url)
-        if store is None:
-            import freight.storage
-
-            store = _STORES[url] = freight.storage.open(url)
-        return store
+def _backend(url: str) -> carrier.StoreBackend:
+    """The store at ``url`` as a carrier backend that reads every run's values (one per process)."""
+    with _BACKENDS_LOCK:
+        backend = _BACKENDS.get(url)
+        if backend is None:
+            backend = _BACKENDS[url] = carrier.StoreBackend(url, namespace=ROOT)
+        return backend
 
 
 class LargeValues:
@@ -59,24 +59,25 @@ class LargeValues:
     def __init__(self, url: str, run: str | None = None, owner: bool = False, fallback: bool = False) -> None:
         self.url, self.fallback = check_url(url), fallback
         self.run = run or os.urandom(8).hex()
+        self.backend = carrier.StoreBackend(_backend(url).store, namespace=f"{ROOT}{self.run}/")
         if owner:  # the submitter: what nobody read is removed when it exits
             atexit.register(self.remove_run)
 
     def put(self, payload: bytes) -> bytes:
-        """The reference to ``payload``, written to the store; ``payload`` itself when the store
-        is the automatic one and could not take it (``/dev/shm`` full: a container's is 64 MiB)."""
-        key = f"{ROOT}{self.run}/{os.urandom(12).hex()}"
+        """The reference to ``payload`` (read-once), written to the store; ``payload`` itself when
+        the store is the automatic one and could not take it (``/dev/shm`` full: a container's is
+        64 MiB)."""
         try:
-            _store(self.url).put_bytes(key, payload)
+            ref = carrier.put(carrier.Frames([payload]), self.backend, lifetime=carrier.READ_ONCE, threshold=0)
         except FreightError:
             if not self.fallback:
                 raise
             return payload
-        return MAGIC + self.url.encode() + b"\n" + key.encode()
+        return bytes(ref)
 
     def remove_run(self) -> None:
         try:
-            _store(self.url).delete_prefix(f"{ROOT}{self.run}/")
+            self.backend.store.delete_prefix(self.backend.namespace)
         except Exception:  # noqa: BLE001 - at exit: a store gone away must not fail the program
             pass
 
@@ -120,24 +121,20 @@ def _workers_here(dfk: Any) -> bool:
     )
 
 
-def read(body: Any) -> tuple[bytes, str, str]:
+def read(body: Any) -> tuple[Any, str, str]:
     """(payload, store URL, run) of a reference; the stored object is deleted once read."""
-    text = bytes(body[len(MAGIC) :]).decode("utf-8", "replace")
-    url, _, key = text.partition("\n")
-    if not url.startswith(_SCHEMES) or not key.startswith(ROOT) or ".." in key:
-        raise DeserializationError(f"a Parsl message refers to a stored payload that is not freight's ({text[:200]!r})")
-    store = _store(url)
+    ref = carrier.Ref.from_bytes(body)
+    if ref.backend != carrier.StoreBackend.name or not ref.location.startswith(_SCHEMES):
+        raise carrier.RefError(
+            f"a Parsl message refers to a stored payload that is not freight's ({ref.backend} {ref.location[:200]})"
+        )
     try:
-        payload = store.get_bytes(key)
-    except KeyError:
-        raise DeserializationError(
-            f"the payload of this Parsl message, stored at {url} as {key}, is gone: it is deleted once "
-            "read (a second read of one message) or when the submitting program exits"
+        (payload,) = carrier.get_frames(ref, _backend(ref.location))
+    except carrier.RefGoneError as exc:
+        raise carrier.RefGoneError(
+            f"{exc}. A Parsl payload is deleted once read (a second read of one message) or when the "
+            "submitting program exits"
         ) from None
-    except FreightError as exc:
-        raise DeserializationError(
-            f"could not read the payload of this Parsl message from {url} ({key}): {exc}; every worker "
-            "must reach the store given as large_values_url"
-        ) from exc
-    store.delete(key)
-    return payload, url, key[len(ROOT) :].partition("/")[0]
+    except carrier.RefError as exc:
+        raise carrier.RefError(f"{exc}; every worker must reach the store given as large_values_url") from exc
+    return payload, ref.location, ref.key[len(ROOT) :].partition("/")[0]

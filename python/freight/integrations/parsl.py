@@ -25,10 +25,10 @@ serializing, so that results go back the way the arguments came (``reply_in_kind
 
 Large payloads (1 MiB and more) do not travel inside Parsl's messages, which each hop (submitter,
 interchange, manager, worker) pickles and copies again: they are written once to a freight store
-and the message carries a reference (``_parsl_values``). Where: ``large_values_url`` (a shared
-folder, S3), by default a folder in ``/dev/shm`` when every executor's workers run on this machine
-(a LocalProvider's), else nowhere: in the messages. The reader deletes what it read; the submitter
-removes what nobody read at exit.
+and the message carries the carrier's reference (:mod:`freight.carrier`, ``_parsl_values``).
+Where: ``large_values_url`` (a shared folder, S3), by default a folder in ``/dev/shm`` when every
+executor's workers run on this machine (a LocalProvider's), else nowhere: in the messages. The
+reader deletes what it read; the submitter removes what nobody read at exit.
 
 Options: ``install(**options)`` passes them to :class:`freight.Freight` for what this process
 writes (``compression``, ``checksum``, ...). What a worker loads with is its own default (pickle
@@ -44,6 +44,7 @@ import threading
 from typing import Any
 
 import freight
+from freight import carrier
 from freight.integrations import _parsl_values as _values
 from freight.integrations import check_options
 
@@ -63,7 +64,7 @@ _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {
     "reply_in_kind": True,
     "large": None,
-    "threshold": _values.DEFAULT_THRESHOLD,
+    "threshold": carrier.THRESHOLD,
     "implicit": False,
 }
 
@@ -92,7 +93,7 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
         large, threshold = _STATE["large"], _STATE["threshold"]
         if large == "auto":
             large = _values.automatic()
-        if large is not None and len(out) >= threshold:
+        if large is not None and carrier.carries(len(out), threshold):
             return large.put(out)
         return out
 
@@ -101,7 +102,7 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
             # A worker decoding its first freight payload: its results go back through freight too.
             install()
             _STATE["implicit"] = True
-        if body.startswith(_values.MAGIC):
+        if carrier.is_ref(body):
             body, url, run = _values.read(body)
             if _STATE["implicit"] and _STATE["large"] in (None, "auto"):
                 # A worker told nothing of a store: large results go back the way the arguments
@@ -118,7 +119,7 @@ class FreightSerializer(_SerializerBase):  # type: ignore[misc]
 def install(
     *,
     reply_in_kind: bool = True,
-    large_values: int = _values.DEFAULT_THRESHOLD,
+    large_values: int = carrier.THRESHOLD,
     large_values_url: str | None = "auto",
     **options: Any,
 ) -> FreightSerializer:
