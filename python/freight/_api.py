@@ -457,6 +457,8 @@ class Freight:
             PathError: it cannot be read.
             DeserializationError: it is not a valid payload (or a subclass).
         """
+        public = "freight.load" if self is _DEFAULT else "Freight.load"
+        mmap = flag("mmap", mmap, False)  # "no" must not map
         data = _files.read_payload(file, mmap=mmap)
         if mmap:
             options.setdefault("zero_copy", True)
@@ -467,7 +469,6 @@ class Freight:
         try:
             return self.loads(data, **options)
         except TypeError as exc:
-            public = "freight.load" if self is _DEFAULT else "Freight.load"
             error = codec_option_error(exc, public, "loads", extra=["mmap"])
             if error is None:
                 raise

@@ -4,12 +4,13 @@ created by the first save (opening and reading create nothing)."""
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 from typing import TYPE_CHECKING, Any
 
-from freight import _freight
-from freight.exceptions import KeyNotFoundError, StorageError, checks_options
+from freight import _api, _freight
+from freight.exceptions import KeyNotFoundError, OptionError, StorageError, checks_options
 from freight.storage.store import Store
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def open(  # noqa: A001 - the storage counterpart of the builtin, as fsspec and 
             created (a file is in the way), or an ``http://`` endpoint is given without
             ``allow_http=True`` (or ``AWS_ALLOW_HTTP=true``).
     """
-    options: dict[str, Any] = dict(
+    options: dict[str, Any] = _checked_options(
         endpoint_url=endpoint_url,
         region=region,
         access_key_id=access_key_id,
@@ -67,6 +68,7 @@ def open(  # noqa: A001 - the storage counterpart of the builtin, as fsspec and 
         timeout=timeout,
         connect_timeout=connect_timeout,
     )
+    allow_http = options["allow_http"]
     if isinstance(url, os.PathLike):  # a path by construction: no scheme to check
         url = os.fspath(url)
         scheme, path = "file", url
@@ -84,6 +86,39 @@ def open(  # noqa: A001 - the storage counterpart of the builtin, as fsspec and 
     else:
         native = _freight.NativeStore(url, **options)
     return Store(native, freight=freight, compression=compression)
+
+
+def _checked_options(**options: Any) -> dict[str, Any]:
+    """The S3 settings of :func:`open`, each of the kind the native store takes: an
+    :class:`OptionError` naming the setting for any other (rather than the extension's bare
+    TypeError, or ``allow_http="no"`` read as a truth value). The native store checks the
+    timeouts' values (positive, finite)."""
+    import numbers  # a Real: int, float, numpy's scalars
+
+    checked = dict(options)
+    for name, value in options.items():
+        if value is None:
+            continue
+        if name == "allow_http":
+            checked[name] = _api.flag(name, value, None)
+        elif name == "max_retries":
+            try:
+                retries = operator.index(value) if not _api.is_flag(value) else -1
+            except TypeError:
+                retries = -1
+            if not 0 <= retries < 1 << 32:
+                raise OptionError(f"max_retries= takes a whole number of retries, 0 or more; got {value!r}")
+            checked[name] = retries
+        elif name in ("timeout", "connect_timeout"):
+            try:
+                if not isinstance(value, numbers.Real) or _api.is_flag(value):
+                    raise TypeError
+                checked[name] = float(value)
+            except (TypeError, OverflowError):
+                raise OptionError(f"{name}= takes a number of seconds above 0 (e.g. 30.0); got {value!r}") from None
+        elif not isinstance(value, str):
+            raise OptionError(f"{name}= takes a str (or None for the AWS environment variable's value); got {value!r}")
+    return checked
 
 
 _SCHEMES = ("file", "memory", "s3")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from freight import _api, _files
-from freight.exceptions import DeserializationError, StorageError, checks_options
+from freight.exceptions import DeserializationError, OptionError, StorageError, checks_options
 from freight.registry import Registry
 from freight.storage import persistent
 from freight.storage.persistent import Adapter, Transfer, new_save_id
@@ -73,6 +73,14 @@ class Store(MutableMapping[str, Any]):
     """
 
     def __init__(self, native: Any, *, freight: Freight | None = None, compression: Any = "auto"):
+        if freight is not None and not isinstance(freight, _api.Freight):
+            raise OptionError(
+                f"freight= takes a freight.Freight (or None for the default codec); got {type(freight).__name__} "
+                f"{freight!r}: pass freight.Freight(...) with the options the store's values need"
+            )
+        if compression is not None:
+            # Checked by the codec itself now, with its words, rather than by the first save.
+            _api.DEFAULT.dumps(None, compression=compression)
         self._native = native
         self.freight: Freight = _api.DEFAULT if freight is None else freight
         self.compression = compression
@@ -130,13 +138,12 @@ class Store(MutableMapping[str, Any]):
     # -- values -----------------------------------------------------------------------------
 
     def _sign_key(self, key: Any) -> bytes | None:
-        if key is None:
-            key = self.freight.options.key
-        if key is None:
-            return None
-        if isinstance(key, (list, tuple)):
-            key = key[0] if key else None
-        return bytes(key) if key is not None else None
+        """The key that signs a save: ``sign_key`` by the codec's rule for ``key=`` (bytes, or a
+        non-empty list of them, the first of which signs; anything else an OptionError, never
+        ``bytes(123)``'s zero bytes or an empty list that would save unsigned), else the first
+        key of the store's Freight, else None."""
+        keys = _api.checked_keys(self.freight.options.key if key is None else key)
+        return keys[0] if keys else None
 
     @checks_options("Store.save")
     def save(
@@ -159,6 +166,7 @@ class Store(MutableMapping[str, Any]):
         if is_side_key(key):
             raise StorageError(f"invalid key {key!r}: names holding {SIDE!r} are reserved for side objects")
         signing = self._sign_key(sign_key)
+        if_absent = _api.flag("if_absent", if_absent, False)
         compression = self.compression if compression is None else compression
         if not self._adapters:
             self._save(key, obj, None, if_absent, compression, signing)
@@ -225,7 +233,7 @@ class Store(MutableMapping[str, Any]):
                 IntegrityError, UnsafePayloadError, ...).
             StorageError: the backend failed; ``mmap=True`` on a store that is not local.
         """
-        if mmap:
+        if _api.flag("mmap", mmap, False):  # "no" must not map
             data = self._native.map(key)
             options.setdefault("zero_copy", True)
             compressed = _files.compressed_frames(data)
