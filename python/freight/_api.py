@@ -289,7 +289,7 @@ class FreightOptions:
 _PLAIN = FreightOptions()
 
 
-class Freight:
+class Freight(Codec):
     """A configured serializer with its own registry layered over the global one.
 
     Args:
@@ -324,9 +324,15 @@ class Freight:
         registry: the registry to use; a new layer over the global registry by default.
     """
 
+    registry: Registry
+    _opts: FreightOptions
+
+    # Made in __new__ (the Rust codec is built there; Python calls no __init__ of its own): the
+    # codec methods dumps, loads, dumps_frames and loads_frames are inherited from Codec as they
+    # are, so a call has no Python frame and help() shows their own signatures and docstrings.
     @checks_options("freight.Freight")
-    def __init__(
-        self,
+    def __new__(
+        cls,
         *,
         allow_pickle: bool = True,
         zero_copy: bool = False,
@@ -338,9 +344,9 @@ class Freight:
         allowed_tags: Iterable[str] | None = None,
         strict_versions: bool = False,
         registry: Registry | None = None,
-    ):
+    ) -> Freight:
         allowed_tags = tags_list(allowed_tags)  # an iterator is read once, for both below
-        self.registry = registry if registry is not None else Registry(parent=GLOBAL)
+        registry = registry if registry is not None else Registry(parent=GLOBAL)
         # The codec checks every option (and raises its errors) before they are normalised.
         given = {
             "allow_pickle": allow_pickle,
@@ -353,15 +359,10 @@ class Freight:
             "allowed_tags": allowed_tags,
             "strict_versions": strict_versions,
         }
-        self._codec = Codec(self.registry, **given)
+        self = super().__new__(cls, registry, **given)
+        self.registry = registry
         self._opts = FreightOptions(**given)
-        # Bound methods of the Rust codec: no Python frame between the caller and the encoder.
-        self.dumps = self._codec.dumps
-        self.loads = self._codec.loads
-        self.dumps_frames = self._codec.dumps_frames
-        # For stores: the dumps layout as parts over the objects' memory (NativeStore.put_parts).
-        self._dumps_parts = self._codec.dumps_parts
-        self.loads_frames = self._codec.loads_frames
+        return self
 
     @property
     def options(self) -> FreightOptions:

@@ -4,11 +4,11 @@ Checked against the compiled module by ``make lint`` (``python -m mypy.stubtest 
 with ``tools/stubtest-allowlist.txt``).
 """
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, Protocol, TypedDict, final, type_check_only
 
-from typing_extensions import Buffer, NotRequired, Self
+from typing_extensions import Buffer, NotRequired, Self, disjoint_base
 
 __all__ = [
     "__version__",
@@ -133,9 +133,10 @@ class PayloadInfo(TypedDict):
 # Classes
 # --------------------------------------------------------------------------------------------
 
-@final
+@disjoint_base
 class Codec:
-    """The configured encoder/decoder behind :class:`freight.Freight`."""
+    """The configured encoder and decoder: :class:`freight.Freight` is its Python subclass, so
+    that ``Freight.dumps`` & co. are these methods themselves (no Python frame on the call path)."""
 
     def __new__(
         cls,
@@ -154,29 +155,33 @@ class Codec:
     def dumps(
         self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
     ) -> bytes:
-        """Serializes ``obj`` into one ``bytes`` (each frame copied exactly once).
+        """Serializes ``obj`` into one ``bytes`` (each frame copied exactly once, or compressed).
 
         Args:
             obj: any Python object.
             checksum: write per-frame xxh3-64 checksums (default: the codec's setting, False;
                 compressed frames always carry one).
-            compression: None (the codec's default), "none", "lz4", "zstd", ("zstd", level), "auto".
+            compression: None (the codec's default), "none", "lz4", "zstd", ("zstd", level), "auto",
+                ("auto", link bytes per second).
             key: sign with HMAC-SHA256 (default: the codec's first key, if any).
 
         Raises:
-            SerializationError: nothing (native encoder, registry, pickle, cloudpickle) can encode it.
-        """
+            SerializationError: nothing (native encoder, registry, pickle, cloudpickle) can encode
+                it; the message names the entry that failed.
+            OptionError: an option value of the wrong kind."""
     def dumps_frames(
         self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
     ) -> list[memoryview | bytes]:
-        """Serializes ``obj`` into ``[header, frame, ...]``; frames are read-only views of the
-        original memory (no copy). Frame checksums as ``dumps`` writes them (the codec's setting,
-        False by default: computing them reads every byte)."""
-    def dumps_parts(
+        """Serializes ``obj`` into ``[header, frame, ...]`` (and the signature when signed).
+
+        Frames are read-only views of the original memory (no copy) unless compressed. Frame
+        checksums as ``dumps`` writes them (the codec's setting, False by default: computing them
+        reads every byte). Options and errors as ``dumps``."""
+    def _dumps_parts(
         self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
     ) -> PayloadParts:
         """Encodes ``obj`` once in the ``dumps`` layout, as parts over the objects' memory, for
-        ``NativeStore.put_parts`` (what ``Store.save`` writes)."""
+        ``NativeStore.put_parts`` (what ``Store.save`` writes). Options as ``dumps``."""
     def loads(
         self,
         data: Buffer,
@@ -194,22 +199,27 @@ class Codec:
         """Deserializes a payload from any buffer (bytes, bytearray, memoryview, mmap, ...).
 
         Args:
+            data: the output of ``dumps``.
             allow_pickle: False refuses payloads that would run pickle (UnsafePayloadError).
-            zero_copy: True returns read-only views of ``data`` for arrays (constant time).
-            copy: True: nothing returned refers to ``data`` (every array and buffer is copied
-                out), so a receive buffer may be reused or freed as soon as this returns. By
-                default arrays may view a writable ``data``, or a read-only one when they were
-                read-only. Contradicts ``zero_copy=True``.
+            zero_copy: True returns read-only views of ``data`` for arrays.
             verify: check the frame checksums a payload carries (default True, zero_copy too: each
                 checksummed frame is read once, not copied); False skips them (constant time).
             key: require a valid signature under this key (or any of a list of keys).
             max_size: largest decompressed frame accepted (default 16 GiB).
+            allowed_tags: the only serializer tags the payload may use ("pickle" for pickle nodes).
+            strict_versions: another major version of a library (outside the promised crossings)
+                raises ProducerVersionError instead of a FreightWarning.
+            copy: True: nothing returned refers to ``data`` (every array and buffer is copied out),
+                so a receive buffer may be reused or freed as soon as this returns. Contradicts
+                ``zero_copy=True``.
+
+        Each option left out takes the codec's setting.
 
         Raises:
             DeserializationError: truncated, corrupt or not a freight payload (or a subclass:
                 IntegrityError, UnsafePayloadError, UnknownTagError, FormatVersionError,
                 MissingDependencyError).
-        """
+            OptionError: an option value of the wrong kind."""
     def loads_frames(
         self,
         frames: Sequence[Buffer],
@@ -224,7 +234,9 @@ class Codec:
         strict_versions: bool | None = None,
         copy: bool | None = None,
     ) -> Any:
-        """Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame)."""
+        """Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame).
+
+        Options and errors as ``loads``."""
 
 @final
 class FrameBuffer:

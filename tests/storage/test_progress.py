@@ -10,7 +10,7 @@ import freight
 
 def test_saves_and_loads_report_every_byte(store):
     arr = np.arange(5 << 20, dtype=np.float64)  # 40 MiB: streamed in parts on every backend
-    payload = freight.Freight()._codec.dumps_parts(arr, checksum=True)
+    payload = freight.Freight()._dumps_parts(arr, checksum=True)
     reports: list[tuple[int, int]] = []
     store._native.put_parts("big", payload, progress=lambda done, of: reports.append((done, of)))
     stored = store.info("big")["size"]
@@ -29,5 +29,5 @@ def test_a_failing_progress_callback_does_not_fail_the_save(store):
     def broken(done: int, total: int) -> None:
         raise RuntimeError("display gone")
 
-    store._native.put_parts("k", freight.Freight()._codec.dumps_parts(np.zeros(3 << 20)), progress=broken)
+    store._native.put_parts("k", freight.Freight()._dumps_parts(np.zeros(3 << 20)), progress=broken)
     np.testing.assert_array_equal(store.load("k"), np.zeros(3 << 20))

@@ -17,7 +17,10 @@ use crate::errors::{Error, Result};
 use crate::options::{self, Compression};
 use crate::parts::PayloadParts;
 
-#[pyclass(module = "freight._freight", frozen)]
+/// The configured encoder and decoder: `freight.Freight` is its Python subclass, so that
+/// `Freight.dumps` & co. are these methods themselves (no Python frame on the call path) and
+/// `help()` shows their own signatures and docstrings.
+#[pyclass(module = "freight._freight", frozen, subclass)]
 pub struct Codec {
     /// The registry's views (types, predicates, libraries to load), read without calls.
     dispatch: DispatchRefs,
@@ -325,7 +328,20 @@ impl Codec {
         })
     }
 
-    /// Serializes `obj` to one `bytes` object (each frame copied exactly once, or compressed).
+    /// Serializes ``obj`` into one ``bytes`` (each frame copied exactly once, or compressed).
+    ///
+    /// Args:
+    ///     obj: any Python object.
+    ///     checksum: write per-frame xxh3-64 checksums (default: the codec's setting, False;
+    ///         compressed frames always carry one).
+    ///     compression: None (the codec's default), "none", "lz4", "zstd", ("zstd", level), "auto",
+    ///         ("auto", link bytes per second).
+    ///     key: sign with HMAC-SHA256 (default: the codec's first key, if any).
+    ///
+    /// Raises:
+    ///     SerializationError: nothing (native encoder, registry, pickle, cloudpickle) can encode
+    ///         it; the message names the entry that failed.
+    ///     OptionError: an option value of the wrong kind.
     #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
     fn dumps<'py>(
         &self,
@@ -339,9 +355,11 @@ impl Codec {
         Ok(self.dumps_impl(py, obj, checksum, compression, key)?)
     }
 
-    /// Serializes `obj` to a list of buffers: the header, then each frame (a zero-copy view of
-    /// the original memory unless compressed), then the signature when signed. Frame checksums
-    /// as `dumps` writes them (off unless asked for: computing them reads every byte).
+    /// Serializes ``obj`` into ``[header, frame, ...]`` (and the signature when signed).
+    ///
+    /// Frames are read-only views of the original memory (no copy) unless compressed. Frame
+    /// checksums as ``dumps`` writes them (the codec's setting, False by default: computing them
+    /// reads every byte). Options and errors as ``dumps``.
     #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
     fn dumps_frames<'py>(
         &self,
@@ -355,8 +373,9 @@ impl Codec {
         Ok(self.dumps_frames_impl(py, obj, checksum, compression, key)?)
     }
 
-    /// Encodes `obj` for a store (see `PayloadParts`); frame checksums as `dumps` writes them.
-    #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
+    /// Encodes ``obj`` once in the ``dumps`` layout, as parts over the objects' memory, for
+    /// ``NativeStore.put_parts`` (what ``Store.save`` writes). Options as ``dumps``.
+    #[pyo3(name = "_dumps_parts", signature = (obj, /, *, checksum=None, compression=None, key=None))]
     fn dumps_parts(
         &self,
         py: Python<'_>,
@@ -369,7 +388,30 @@ impl Codec {
         Ok(self.dumps_parts_impl(py, obj, checksum, compression, key)?)
     }
 
-    /// Deserializes a payload from any buffer.
+    /// Deserializes a payload from any buffer (bytes, bytearray, memoryview, mmap, ...).
+    ///
+    /// Args:
+    ///     data: the output of ``dumps``.
+    ///     allow_pickle: False refuses payloads that would run pickle (UnsafePayloadError).
+    ///     zero_copy: True returns read-only views of ``data`` for arrays.
+    ///     verify: check the frame checksums a payload carries (default True, zero_copy too: each
+    ///         checksummed frame is read once, not copied); False skips them (constant time).
+    ///     key: require a valid signature under this key (or any of a list of keys).
+    ///     max_size: largest decompressed frame accepted (default 16 GiB).
+    ///     allowed_tags: the only serializer tags the payload may use ("pickle" for pickle nodes).
+    ///     strict_versions: another major version of a library (outside the promised crossings)
+    ///         raises ProducerVersionError instead of a FreightWarning.
+    ///     copy: True: nothing returned refers to ``data`` (every array and buffer is copied out),
+    ///         so a receive buffer may be reused or freed as soon as this returns. Contradicts
+    ///         ``zero_copy=True``.
+    ///
+    /// Each option left out takes the codec's setting.
+    ///
+    /// Raises:
+    ///     DeserializationError: truncated, corrupt or not a freight payload (or a subclass:
+    ///         IntegrityError, UnsafePayloadError, UnknownTagError, FormatVersionError,
+    ///         MissingDependencyError).
+    ///     OptionError: an option value of the wrong kind.
     #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None, copy=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads<'py>(
@@ -421,7 +463,9 @@ impl Codec {
         Ok(self.decode_parts(py, parts, opts)?)
     }
 
-    /// Deserializes a payload given as a list of buffers (the output of `dumps_frames`).
+    /// Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame).
+    ///
+    /// Options and errors as ``loads``.
     #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None, copy=None))]
     #[allow(clippy::too_many_arguments)]
     fn loads_frames<'py>(
