@@ -160,7 +160,7 @@ class Ref:
             self.key, at = _field(wire, at, "<H")
             (count,) = struct.unpack_from("<I", wire, at)
             at += 4
-            frames = []
+            frames: list[tuple[memoryview | None, int]] = []
             for _ in range(count):
                 where, n = struct.unpack_from("<BQ", wire, at)
                 at += 9
