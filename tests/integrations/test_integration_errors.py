@@ -121,3 +121,65 @@ def test_parsl_install_refuses_a_key_its_workers_cannot_honour():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("OPTION: freight.integrations.parsl.install() cannot take key: "), proc.stdout
     assert "refuse every result" in proc.stdout
+
+
+# An option value of the wrong kind: an OptionError naming the option, before anything is
+# installed; never a truth value read from "false", never a bare TypeError.
+KINDS = {
+    "multiprocessing allow_pickle": (
+        "import freight.integrations.multiprocessing as m; m.install(allow_pickle='false')",
+        "allow_pickle= takes True or False; got 'false'"),
+    "multiprocessing threshold str": ("import freight.integrations.multiprocessing as m; m.install(threshold='5')",
+                                      "threshold= takes a positive number of bytes (an int) or None; got '5'"),
+    "multiprocessing threshold bool": ("import freight.integrations.multiprocessing as m; m.install(threshold=True)",
+                                       "threshold= takes a positive number of bytes (an int) or None; got True"),
+    "joblib threshold": ("import freight.integrations.joblib as m; m.install(threshold=True)",
+                         "threshold= takes a positive number of bytes (an int) or None; got True"),
+    "mpi4py zero_copy": ("import freight.integrations.mpi4py as m; m.install(zero_copy='no')",
+                         "zero_copy= takes True or False; got 'no'"),
+    "parsl reply_in_kind": ("import freight.integrations.parsl as m; m.install(reply_in_kind='no')",
+                            "reply_in_kind= takes True or False; got 'no'"),
+    "celery allow_pickle": ("import freight.integrations.celery as m; m.install(object(), allow_pickle='no')",
+                            "allow_pickle= takes True or False; got 'no'"),
+    "dask install min_bytes": ("import freight.integrations.dask as m; m.install(object(), min_bytes=True)",
+                               "min_bytes= takes a number of bytes (an int of at least 0); got True"),
+    "dask install_local min_bytes": ("import freight.integrations.dask as m; m.install_local(min_bytes='5')",
+                                     "min_bytes= takes a number of bytes (an int of at least 0); got '5'"),
+    "proxystore configure allow_pickle": (
+        "import freight.integrations.proxystore as m; m.configure('s', allow_pickle='false')",
+        "allow_pickle= takes True or False; got 'false'"),
+    "proxystore configure key": ("import freight.integrations.proxystore as m; m.configure('s', key=5)",
+                                 "a freight key is bytes, str or a non-empty list of them, not int"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(KINDS))
+def test_an_option_of_the_wrong_kind_is_an_option_error(case):
+    call, words = KINDS[case]
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_TYPO).format(call=call)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == f"OPTION: {words}"
+
+
+def test_a_refused_multiprocessing_install_installs_nothing():
+    import freight
+    import freight.integrations.multiprocessing as fmp
+
+    assert not fmp.installed()
+    with pytest.raises(freight.OptionError):
+        fmp.install(allow_pickle="false")
+    assert not fmp.installed()
+
+
+def test_celery_allow_pickle_none_is_celerys_default_not_the_codecs():
+    call = """
+    import celery
+    import freight.integrations.celery as m
+    m.install(celery.Celery("t", broker="memory://"), allow_pickle=None)
+    print(m.installed()["allow_pickle"], m._STATE["codec"].options.allow_pickle)
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(call)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["False", "False"]

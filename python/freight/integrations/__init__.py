@@ -10,10 +10,10 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
-from freight._api import FreightOptions
+from freight._api import FreightOptions, flag, is_flag
 from freight.exceptions import MissingDependencyError, OptionError
 
-__all__ = ["require", "check_options"]
+__all__ = ["require", "check_options", "flag", "size"]
 
 
 def check_options(
@@ -27,6 +27,15 @@ def check_options(
     for name in given:
         if name not in known:
             raise OptionError.unexpected(public, name, known)
+
+
+def size(name: str, value: Any, minimum: int = 0) -> int:
+    """A number of bytes given as ``name=``: an int (not a bool, not a str) of at least
+    ``minimum``, else an :class:`freight.OptionError` naming the option (``flag`` is the same for
+    yes/no options: ``"false"`` is not read as a truth value)."""
+    if isinstance(value, int) and not is_flag(value) and value >= minimum:
+        return int(value)
+    raise OptionError(f"{name}= takes a number of bytes (an int of at least {minimum}); got {value!r}")
 
 
 def require(module: str, extra: str, what: str, library: str) -> Any:

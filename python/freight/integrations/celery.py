@@ -60,7 +60,7 @@ from freight.exceptions import (
     UnsafePayloadError,
 )
 from freight.integrations import _celery_values as _values
-from freight.integrations import check_options
+from freight.integrations import check_options, flag
 
 try:  # Celery and kombu are an optional dependency (``pip install 'freight[celery]'``).
     from celery.exceptions import TimeoutError as _CeleryTimeout
@@ -289,6 +289,8 @@ def install(
         raise OptionError("install() does not take zero_copy: Celery messages are short-lived buffers; drop it")
     if large_values is not None and (type(large_values) is not int or large_values < 0):
         raise OptionError(f"large_values must be a size in bytes (an int ≥ 0) or None, not {large_values!r}")
+    # Celery's default (False) for None, not the codec's.
+    allow_pickle = flag("allow_pickle", allow_pickle, False)
     codec = freight.DEFAULT.replace(allow_pickle=allow_pickle, key=key, **freight_options)
     url = _values.redis_url(app, large_values_url) if large_values is not None else None
     values = None

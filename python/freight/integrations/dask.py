@@ -55,7 +55,7 @@ from typing import Any
 import freight
 from freight import registry as _registry
 from freight.exceptions import FreightError
-from freight.integrations import check_options, require
+from freight.integrations import check_options, require, size
 
 __all__ = [
     "DESERIALIZERS",
@@ -327,12 +327,13 @@ def install_local(options: dict[str, Any] | None = None, *, types: Iterable[tupl
     global _codec, _min_bytes
     _require_distributed("install_local()")
     check_options("freight.integrations.dask.install_local", options or {})
+    min_bytes = size("min_bytes", min_bytes)
     from distributed.protocol.serialize import register_serialization_family
 
     with _lock:
         # The global registry with these options (a misspelled one: OptionError, with a suggestion).
         _codec = freight.DEFAULT.replace(**(options or {}))
-        _min_bytes = int(min_bytes)
+        _min_bytes = min_bytes
         register_serialization_family(FAMILY, _family_dumps, _family_loads)
         for module, name in types:
             _register_type(module, name)
@@ -402,6 +403,7 @@ def install(client: Any, *, types: Iterable[tuple[str, str]] = TYPES, min_bytes:
     """
     _require_distributed("install()")
     check_options("freight.integrations.dask.install", options, takes=("types", "min_bytes"))
+    min_bytes = size("min_bytes", min_bytes)
     freight.DEFAULT.replace(**options)  # check the options here, once
     types = tuple(tuple(t) for t in types)
     install_local(options, types=types, min_bytes=min_bytes)

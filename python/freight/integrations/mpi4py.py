@@ -33,7 +33,7 @@ import threading
 from typing import Any
 
 import freight
-from freight.integrations import check_options
+from freight.integrations import check_options, flag
 
 try:  # mpi4py is an optional dependency (``pip install 'freight[mpi4py]'``, with an MPI library).
     from mpi4py import MPI
@@ -296,6 +296,7 @@ def install(*, zero_copy: bool = False, **options: Any) -> None:
         freight.OptionError: an option :class:`freight.Freight` does not take.
     """
     check_options("freight.integrations.mpi4py.install", options, takes=("zero_copy",))
+    zero_copy = flag("zero_copy", zero_copy, False)
     codec = freight.DEFAULT.replace(**options)
     oob = FreightPickle(codec, zero_copy=zero_copy)
     with _LOCK:

@@ -31,8 +31,8 @@ from typing import Any
 
 import freight
 from freight import shm
-from freight.exceptions import FreightError, UnsafePayloadError, checks_options
-from freight.integrations import _handoff
+from freight.exceptions import FreightError, OptionError, UnsafePayloadError, checks_options
+from freight.integrations import _handoff, flag
 
 __all__ = ["install", "uninstall", "installed", "reduce", "TYPES", "InstallError"]
 
@@ -247,15 +247,18 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
         trusted: modules (and their submodules) whose functions and classes may be named in
             messages when ``allow_pickle=False`` (your task functions' modules).
     """
-    if threshold is not None and (not isinstance(threshold, int) or threshold < 1):
+    if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool)):
+        raise OptionError(f"threshold= takes a positive number of bytes (an int) or None; got {threshold!r}")
+    if threshold is not None and threshold < 1:
         raise InstallError(f"threshold must be a positive number of bytes, not {threshold!r}")
+    allow_pickle = flag("allow_pickle", allow_pickle, True)  # "false" must not allow pickle
     trusted = tuple(trusted)
     if any(not isinstance(m, str) or not m for m in trusted):
         raise InstallError(f"trusted must name modules as strings, not {trusted!r}")
     from multiprocessing.reduction import ForkingPickler
 
     with _LOCK:
-        _handoff.set_options(threshold=threshold or shm.THRESHOLD, allow_pickle=bool(allow_pickle), trusted=trusted)
+        _handoff.set_options(threshold=threshold or shm.THRESHOLD, allow_pickle=allow_pickle, trusted=trusted)
         if not _STATE["installed"]:
             current = ForkingPickler.__dict__.get("reducer_override")
             _STATE["previous_override"] = None if current is None else current.__get__(None, ForkingPickler)

@@ -46,7 +46,7 @@ from typing import Any
 import freight
 from freight import carrier
 from freight.integrations import _parsl_values as _values
-from freight.integrations import check_options
+from freight.integrations import check_options, flag
 
 try:  # Parsl is an optional dependency (``pip install 'freight[parsl]'``).
     from parsl.serialize import facade as _facade
@@ -152,6 +152,7 @@ def install(
     check_options(
         "freight.integrations.parsl.install", options, takes=("reply_in_kind", "large_values", "large_values_url")
     )
+    reply_in_kind = flag("reply_in_kind", reply_in_kind, True)
     if options.get("key") is not None:
         raise freight.OptionError(
             "freight.integrations.parsl.install() cannot take key: Parsl's workers make their freight "

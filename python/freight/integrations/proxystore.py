@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import freight
 from freight.exceptions import FreightError
-from freight.integrations import check_options
+from freight.integrations import check_options, flag
 
 if TYPE_CHECKING:
     from proxystore.store import Store
@@ -112,6 +112,8 @@ def configure(name: str, *, key: bytes | str | list[bytes] | None = None, allow_
     """
     if key is not None:
         key = _as_key(key)
+    # None: not configured here; "false" must not leave pickle allowed.
+    allow_pickle = flag("allow_pickle", allow_pickle, None)
     with _LOCK:
         _CONFIG[name] = {"key": key, "allow_pickle": allow_pickle}
 
@@ -129,7 +131,7 @@ def _as_key(key: Any) -> bytes | list[bytes]:
         return bytes(key)
     if isinstance(key, (list, tuple)) and key:
         return [_as_key(k) for k in key]  # type: ignore[misc]
-    raise TypeError(f"a freight key is bytes, str or a non-empty list of them, not {type(key).__name__}")
+    raise freight.OptionError(f"a freight key is bytes, str or a non-empty list of them, not {type(key).__name__}")
 
 
 def _env_key(value: str, var: str) -> bytes:
