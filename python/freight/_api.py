@@ -152,6 +152,27 @@ def _normal_key(key: Any) -> Any:
     return keys[0] if len(keys) == 1 else keys
 
 
+def _normal_max_size(value: Any) -> int | None:
+    """``max_size=`` as the codec reads it: None (also the default bound, given) or a whole
+    number of bytes from 0 to 2**64-1; a bool, a str or a float is an :class:`OptionError`."""
+    if value is None:
+        return None
+    try:
+        if is_flag(value):  # an int to Python, but max_size=True is a mistake, not a bound of 1 byte
+            raise TypeError
+        size = operator.index(value)
+    except TypeError:
+        shown = "a bool" if is_flag(value) else repr(value)
+        raise OptionError(
+            f"max_size= takes a whole number of bytes (or None for the default bound); got {shown}"
+        ) from None
+    if not 0 <= size < 1 << 64:
+        raise OptionError(
+            f"max_size must be a number of bytes from 0 to 2**64-1 (the largest frame loads accepts); got {size}"
+        )
+    return None if size == _DEFAULT_MAX_SIZE else size
+
+
 def tags_list(tags: Any) -> list[str] | None:
     """``allowed_tags=`` as a list of str (an iterator read once), or None; anything else (one
     string, which would be read as its letters, a number, a list holding a non-string) is an
@@ -235,7 +256,7 @@ class FreightOptions:
             "checksum": flag("checksum", checksum, False),
             "compression": _normal_compression(compression),
             "key": _normal_key(key),
-            "max_size": None if max_size is None or max_size == _DEFAULT_MAX_SIZE else max_size,
+            "max_size": _normal_max_size(max_size),
             "allowed_tags": _normal_tags(allowed_tags),
             "strict_versions": flag("strict_versions", strict_versions, False),
         }

@@ -197,6 +197,23 @@ def test_tags_of_another_kind_are_an_option_error(tags):
 
 
 @pytest.mark.parametrize(
+    ("max_size", "words"),
+    [
+        (True, "max_size= takes a whole number of bytes (or None for the default bound); got a bool"),
+        ("5", "max_size= takes a whole number of bytes (or None for the default bound); got '5'"),
+        (1.5, "max_size= takes a whole number of bytes (or None for the default bound); got 1.5"),
+        (-1, "max_size must be a number of bytes from 0 to 2**64-1 (the largest frame loads accepts); got -1"),
+    ],
+)
+def test_options_check_max_size_as_the_codec_does(max_size, words):
+    for make in (lambda: FreightOptions(max_size=max_size), lambda: FreightOptions().replace(max_size=max_size)):
+        with pytest.raises(freight.OptionError) as info:
+            make()
+        assert str(info.value) == words
+    assert FreightOptions(max_size=np.int64(5)).max_size == 5 and FreightOptions(max_size=0).max_size == 0
+
+
+@pytest.mark.parametrize(
     ("key", "words"),
     [
         (5, "a key must be bytes"),  # bytes(5) would be five zero bytes
