@@ -149,7 +149,9 @@ def case_local(nbytes: int, repeat: int, targets: list[Target], rows: list[list[
             load_ns / mmap_ns >= 1.0,
             load_ns / mmap_ns,
         ),
-        Target("a", "load(mmap=True, verify=False)", fmt_ns(unverified_ns), "< 1 ms", unverified_ns < 1e6, unverified_ns),
+        Target(
+            "a", "load(mmap=True, verify=False)", fmt_ns(unverified_ns), "< 1 ms", unverified_ns < 1e6, unverified_ns
+        ),
     ]
     return {"cp_ns": cp_ns, "save_ns": save_ns, "load_ns": load_ns, "mmap_ns": mmap_ns, "unverified_ns": unverified_ns}
 

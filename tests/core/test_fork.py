@@ -56,7 +56,7 @@ def test_os_fork_child_finishes_large_calls(work):
         os.waitpid(pid, 0)
         child_work()  # and the parent's own pool still works
         print("parent again", flush=True)
-        """
+        """,
     )
     assert steps == ["parent", "child", "parent again"]
 

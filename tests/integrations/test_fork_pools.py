@@ -40,7 +40,7 @@ if __name__ == "__main__":
     with mp.get_context("fork").Pool(2) as pool:
         print(pool.map(work, [1, 2, 3]), flush=True)
         print(float(pool.apply(np.sum, (big,))), flush=True)  # a large argument and result
-"""
+""",
     )
     assert steps == ["[1.0, 2.0, 3.0]", str(float(sum(range(4_000_000))))]
 
@@ -57,7 +57,7 @@ if __name__ == "__main__":
     with ProcessPoolExecutor(2, mp_context=mp.get_context("fork")) as pool:
         print(list(pool.map(work, [1, 2])), flush=True)
         print(pool.submit(np.negative, big).result()[5], flush=True)
-"""
+""",
     )
     assert steps == ["[1.0, 2.0]", "-5.0"]
 
@@ -72,7 +72,7 @@ def test_joblib_multiprocessing_backend(install):
 if __name__ == "__main__":
     from joblib import Parallel, delayed
     print(Parallel(n_jobs=2, backend="multiprocessing")(delayed(work)(i) for i in [1, 2]), flush=True)
-"""
+""",
     )
     assert steps == ["[1.0, 2.0]"]
 
@@ -95,6 +95,6 @@ if __name__ == "__main__":
             assert float(proxy[7]) == 7.0  # resolved (decompressed) in the parent
             with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) as pool:
                 print(list(pool.map(work, [3])), flush=True)
-"""
+""",
     )
     assert steps == ["[3.0]"]

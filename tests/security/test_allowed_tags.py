@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import freight
-from freight.exceptions import DeserializationError, UnsafePayloadError
+from freight.exceptions import UnsafePayloadError
 
 
 def _lambda_in_list():

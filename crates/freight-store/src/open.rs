@@ -134,7 +134,7 @@ fn open_s3(url: &str, rest: &str, o: &Options) -> Result<Store> {
     Ok(Store {
         client: Client::Connected {
             client: PerProcess::with(store),
-            settings: builder,
+            settings: Box::new(builder),
         },
         local: None,
         prefix: keys::prefix_segments(prefix),

@@ -121,7 +121,7 @@ pub(crate) enum Client {
     Shared(Arc<dyn ObjectStore>),
     Connected {
         client: PerProcess<Arc<dyn ObjectStore>>,
-        settings: object_store::aws::AmazonS3Builder,
+        settings: Box<object_store::aws::AmazonS3Builder>,
     },
 }
 
@@ -130,7 +130,7 @@ impl Client {
         match self {
             Client::Shared(store) => Ok(store),
             Client::Connected { client, settings } => client.get_or_try_init(|| {
-                let store: Arc<dyn ObjectStore> = Arc::new(settings.clone().build()?);
+                let store: Arc<dyn ObjectStore> = Arc::new(settings.as_ref().clone().build()?);
                 Ok(store)
             }),
         }
