@@ -73,6 +73,18 @@ class S3Server:
         self._proc: subprocess.Popen[bytes] | None = None
         self.new_bucket(DEFAULT_BUCKET)
 
+    def store_options(self, **overrides: object) -> dict:
+        """The keyword arguments of ``freight.storage.open`` that reach this server."""
+        options: dict = dict(
+            endpoint_url=self.endpoint,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+            region=self.region,
+            allow_http=True,
+        )
+        options.update(overrides)
+        return options
+
     # -- buckets --------------------------------------------------------------------------------
 
     def new_bucket(self, name: str | None = None) -> str:
@@ -220,15 +232,7 @@ class StoreLocation:
 
     def s3_options(self, **overrides: object) -> dict:
         assert self.server is not None
-        options = dict(
-            endpoint_url=self.server.endpoint,
-            access_key_id=self.server.access_key_id,
-            secret_access_key=self.server.secret_access_key,
-            region=self.server.region,
-            allow_http=True,
-        )
-        options.update(overrides)
-        return options
+        return self.server.store_options(**overrides)
 
     def open(self, **kw: object):
         import freight.storage

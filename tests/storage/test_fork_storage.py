@@ -21,14 +21,7 @@ def location(request, tmp_path):
         return str(tmp_path / "store"), {}
     server = request.getfixturevalue("s3_server")
     server.start()
-    options = dict(
-        endpoint_url=server.endpoint,
-        access_key_id=server.access_key_id,
-        secret_access_key=server.secret_access_key,
-        region=server.region,
-        allow_http=True,
-    )
-    return f"s3://{server.bucket}/fork-{request.node.name}", options
+    return f"s3://{server.bucket}/fork-{request.node.name}", server.store_options()
 
 
 def test_child_saves_and_loads_after_the_parent_did(location):

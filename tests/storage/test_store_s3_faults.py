@@ -18,15 +18,7 @@ MiB = 1 << 20
 
 
 def _open(server, prefix: str = "faults", bucket: str | None = None, **overrides):
-    options = dict(
-        endpoint_url=server.endpoint,
-        access_key_id=server.access_key_id,
-        secret_access_key=server.secret_access_key,
-        region=server.region,
-        allow_http=True,
-    )
-    options.update(overrides)
-    return fs.open(f"s3://{bucket or server.bucket}/{prefix}", **options)
+    return fs.open(f"s3://{bucket or server.bucket}/{prefix}", **server.store_options(**overrides))
 
 
 @pytest.fixture
