@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import freight
-from freight.integrations import _handoff
+from freight.integrations import _shared_frames
 
 __all__ = ["ProcessPoolExecutor"]
 
@@ -42,7 +42,7 @@ class _Parcel:
         # pandas blocks are then used in place; Arrow buffers, which freight copies out of
         # writable memory, cost that copy here (the multiprocessing integration sorts them out
         # per type).
-        return _handoff.reduce_value(self.value, frames, True, False) or _handoff.inband(frames)
+        return _shared_frames.reduce_value(self.value, frames, True, False) or _shared_frames.inband(frames)
 
 
 def _run(call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]) -> _Parcel:

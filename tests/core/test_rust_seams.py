@@ -124,10 +124,10 @@ def test_a_name_computed_at_run_time_fails(tree: Path):
 
 
 def test_a_forwarder_given_a_private_name_fails(tree: Path):
-    edit(tree / "crates/freight-py/src/types.rs", '"datetime", "timedelta"', '"datetime", "_secret_class"')
+    edit(tree / "crates/freight-py/src/python_types.rs", '"datetime", "timedelta"', '"datetime", "_secret_class"')
     result = run_checker(tree)
     assert result.returncode == 1
-    assert re.search(r"^crates/freight-py/src/types\.rs:\d+: .*'_secret_class' \(class\)", result.stderr, re.M)
+    assert re.search(r"^crates/freight-py/src/python_types\.rs:\d+: .*'_secret_class' \(class\)", result.stderr, re.M)
 
 
 def test_a_private_attribute_renamed_in_python_fails(tree: Path):

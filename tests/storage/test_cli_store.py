@@ -357,7 +357,7 @@ def persistent_store(url: str) -> fs.Store:
 
 
 def side_keys(store: fs.Store, key: str) -> list[str]:
-    from freight.storage.side import SIDE
+    from freight.storage.side_objects import SIDE
 
     return [o.key for o in store.list_objects(key + SIDE, side_objects=True)]
 

@@ -22,7 +22,7 @@ from freight.storage.functionfuse import (
     _s3_open_options,
     storage_factory,
 )
-from freight.storage.side import SIDE
+from freight.storage.side_objects import SIDE
 from support.functionfuse_cases import WF, s3_options
 from support.functionfuse_workflow import LocalWorkflow, workflow
 

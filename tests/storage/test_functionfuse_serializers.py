@@ -33,7 +33,7 @@ from freight.storage.functionfuse import (
     MemoryStorage,
     storage_factory,
 )
-from freight.storage.side import SIDE
+from freight.storage.side_objects import SIDE
 from support.functionfuse_cases import WF, Point, calls, point_serializer, s3_options, side_keys
 from support.functionfuse_workflow import DaskArraySerializer, LocalWorkflow, workflow
 

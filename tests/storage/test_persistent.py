@@ -18,7 +18,7 @@ from freight.exceptions import (
     UnknownTagError,
 )
 from freight.storage.persistent import DaskZarr, PandasParquet, PolarsParquet, XarrayZarr
-from freight.storage.side import SIDE, SideArea
+from freight.storage.side_objects import SIDE, SideArea
 
 
 @pytest.fixture

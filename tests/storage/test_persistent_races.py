@@ -13,7 +13,7 @@ import pytest
 import freight
 from freight.exceptions import StorageError
 from freight.storage import persistent
-from freight.storage.side import SIDE
+from freight.storage.side_objects import SIDE
 
 
 class Gated:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from freight.exceptions import StorageError
-from freight.storage.side import SIDE, owners_reached
+from freight.storage.side_objects import SIDE, owners_reached
 
 
 class Kept:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 
 from freight.storage.functionfuse import FILE_PROTOCOL
-from freight.storage.side import SIDE
+from freight.storage.side_objects import SIDE
 
 WF = "storage_test"
 

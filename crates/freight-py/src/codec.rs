@@ -15,7 +15,7 @@ use crate::encode::dispatch::DispatchRefs;
 use crate::encode::{encode, Encoded};
 use crate::errors::{Error, Result};
 use crate::options::{self, Compression};
-use crate::parts::PayloadParts;
+use crate::payload_parts::PayloadParts;
 
 /// The configured encoder and decoder: `freight.Freight` is its Python subclass, so that
 /// `Freight.dumps` & co. are these methods themselves (no Python frame on the call path) and

@@ -4,21 +4,21 @@
 //! errors mapped once (errors.rs). Every byte layout and every check of a payload's bytes
 //! lives in freight-core.
 
+mod array_checks;
 mod arrow;
 mod buffer;
-mod checks;
 mod codec;
-#[cfg(feature = "testing")]
-mod craft;
 mod decode;
 mod encode;
 mod errors;
 mod inspect;
 mod limits;
 mod options;
-mod parts;
+mod payload_parts;
+mod python_types;
 mod storage;
-mod types;
+#[cfg(feature = "testing")]
+mod testing_envelope;
 
 use pyo3::prelude::*;
 
@@ -37,17 +37,17 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<encode::pickle_sink::PickleSink>()?;
     m.add_class::<encode::pickle_sink::ChainedReduce>()?;
     m.add_class::<decode::pickle_source::PickleSource>()?;
-    m.add_class::<parts::PayloadParts>()?;
+    m.add_class::<payload_parts::PayloadParts>()?;
     m.add_class::<storage::NativeStore>()?;
     m.add_class::<storage::StoredBuffer>()?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::compressed_frames, m)?)?;
-    m.add_function(wrap_pyfunction!(checks::string_array_valid, m)?)?;
+    m.add_function(wrap_pyfunction!(array_checks::string_array_valid, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_loads, m)?)?;
-    m.add_function(wrap_pyfunction!(checks::compressed_indices_error, m)?)?;
+    m.add_function(wrap_pyfunction!(array_checks::compressed_indices_error, m)?)?;
     #[cfg(feature = "testing")]
-    m.add_function(wrap_pyfunction!(craft::_envelope, m)?)?;
+    m.add_function(wrap_pyfunction!(testing_envelope::_envelope, m)?)?;
     Ok(())
 }

@@ -17,7 +17,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use crate::buffer::{fill_buffer, RawBuffer};
 use crate::errors::{Error, Result};
 use crate::inspect::describe;
-use crate::parts::PayloadParts;
+use crate::payload_parts::PayloadParts;
 
 #[pyclass(module = "freight._freight", frozen)]
 pub struct NativeStore {

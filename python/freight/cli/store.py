@@ -16,7 +16,7 @@ URLs are those of :func:`freight.storage.open`: a folder (``file://PATH`` or a p
 not exist is an error for every command but ``cp``'s destination (which its first copy creates):
 the path is likely a typo, and reading never creates anything.
 
-Side objects (:mod:`freight.storage.side`: the zarr chunks or parquet file of a value kept in its
+Side objects (:mod:`freight.storage.side_objects`: the zarr chunks or parquet file of a value kept in its
 own format, under ``KEY.freight-side/``) belong to their value: ``ls`` counts them in its total
 (``-a`` lists them), ``rm`` removes them with the value, ``cp`` copies them before the value's
 envelope and removes the destination's older ones after it.
@@ -40,7 +40,7 @@ from freight.cli.describe import format_inspect, not_a_payload
 from freight.exceptions import DeserializationError, FreightError, KeyNotFoundError, StorageError
 from freight.storage import Store
 from freight.storage.copy import copy_items, plan_copy
-from freight.storage.side import SIDE, is_side_key, side_owner
+from freight.storage.side_objects import SIDE, is_side_key, side_owner
 
 __all__ = ["add_parsers", "cmd_cat", "read_stored"]
 

@@ -38,7 +38,7 @@ from typing import Any
 
 from freight import shm
 from freight.exceptions import OptionError, checks_options
-from freight.integrations import _handoff, require
+from freight.integrations import _shared_frames, require
 from freight.integrations import multiprocessing as _fmp
 
 __all__ = ["install", "installed"]
@@ -49,7 +49,7 @@ _TOP: dict[type, str] = {}  # class -> the top-level module it comes from
 
 
 def _reduce_process(obj: Any) -> Any:
-    return (_started, (_handoff.options(), type(obj), obj.__dict__))
+    return (_started, (_shared_frames.options(), type(obj), obj.__dict__))
 
 
 def _started(options: dict[str, Any], cls: type, state: dict[str, Any]) -> Any:
@@ -121,7 +121,7 @@ def install(*, threshold: int | None = None) -> None:
             raise OptionError(f"threshold= takes a positive number of bytes (an int) or None; got {threshold!r}")
         if threshold < 1:
             raise _fmp.InstallError(f"threshold must be a positive number of bytes, not {threshold!r}")
-        _handoff.set_options(threshold=threshold)
+        _shared_frames.set_options(threshold=threshold)
     with _LOCK:
         for cls in (loky_process.LokyProcess, loky_process.LokyInitMainProcess):
             reduction.register(cls, _reduce_process)

@@ -10,7 +10,7 @@ gives that class a ``reducer_override`` (pickle calls it before its own dispatch
 that is not an int, float, str or bytes): numpy arrays, torch CPU tensors, pandas, polars and
 pyarrow values become ``freight.dumps_frames`` output whose frames of :data:`freight.shm.THRESHOLD`
 bytes and more are written once into a shared-memory segment; the receiver maps it copy-on-write
-and rebuilds the value on that memory (:mod:`freight.integrations._handoff`). A value sent on
+and rebuilds the value on that memory (:mod:`freight.integrations._shared_frames`). A value sent on
 unchanged from memory received that way is lent, not written again (:func:`freight.shm.lend`).
 Everything else is left to pickle, untouched.
 
@@ -32,7 +32,7 @@ from typing import Any
 import freight
 from freight import shm
 from freight.exceptions import FreightError, OptionError, UnsafePayloadError, checks_options
-from freight.integrations import _handoff, flag
+from freight.integrations import _shared_frames, flag
 
 __all__ = ["install", "uninstall", "installed", "reduce", "TYPES", "InstallError"]
 
@@ -55,19 +55,19 @@ def _ndarray(obj: Any) -> Any:
     if obj.dtype.hasobject:
         return None  # object arrays: pickle's own path (freight would pickle them anyway)
     w = bool(obj.flags.writeable)
-    return lambda: _handoff.reduce_value(obj, freight.dumps_frames(obj), w, False)
+    return lambda: _shared_frames.reduce_value(obj, freight.dumps_frames(obj), w, False)
 
 
 def _tensor(obj: Any) -> Any:
     if obj.device.type != "cpu":
         return None  # torch's own reducer (CUDA IPC handles)
-    return lambda: _handoff.reduce_value(obj, freight.dumps_frames(obj), True, False)
+    return lambda: _shared_frames.reduce_value(obj, freight.dumps_frames(obj), True, False)
 
 
 def _arrow(obj: Any) -> Any:
     # Arrow memory is immutable: read-only views are what pyarrow and polars hold anyway, and
     # freight's Arrow path copies writable input (a reused buffer could change after validation).
-    return lambda: _handoff.reduce_value(obj, freight.dumps_frames(obj), False, True)
+    return lambda: _shared_frames.reduce_value(obj, freight.dumps_frames(obj), False, True)
 
 
 def _pandas(obj: Any) -> Any:
@@ -81,7 +81,7 @@ def _pandas(obj: Any) -> Any:
             a = np.frombuffer(frame, dtype=np.uint8).__array_interface__["data"][0]
             return any(lo <= a < hi for lo, hi in ranges)
 
-        return _handoff.reduce_value(obj, frames, writable, False)
+        return _shared_frames.reduce_value(obj, frames, writable, False)
 
     return go
 
@@ -160,10 +160,10 @@ def reduce(obj: Any, _kinds: Any = _KINDS.get, _type: Any = type, _state: Any = 
     try:
         make = kind(obj)
         rv = make() if make is not None else None
-        if rv is None and make is not None and not _handoff.options()["allow_pickle"]:
+        if rv is None and make is not None and not _shared_frames.options()["allow_pickle"]:
             # small value, receivers refusing pickle: freight's frames in the stream, since the
             # library's own reduction names functions the receiver will not resolve
-            rv = _handoff.inband(freight.dumps_frames(obj))
+            rv = _shared_frames.inband(freight.dumps_frames(obj))
     except FreightError:
         rv = None  # a value freight cannot take: pickle's way, unchanged
     return rv if rv is not None else _chain(obj)
@@ -181,7 +181,7 @@ def _reduce_process(obj: Any) -> Any:
 
     if context.get_spawning_popen() is None:
         return _chain(obj)  # not a process start: pickle's own error or reduction
-    return (_started, (_handoff.options(), type(obj), obj.__dict__))
+    return (_started, (_shared_frames.options(), type(obj), obj.__dict__))
 
 
 def _started(options: dict[str, Any], cls: type, state: dict[str, Any]) -> Any:
@@ -196,7 +196,7 @@ def _started(options: dict[str, Any], cls: type, state: dict[str, Any]) -> Any:
 _PROTOCOL = {
     ("concurrent.futures.process", n) for n in ("_CallItem", "_ResultItem", "_rebuild_exc", "_ExceptionWithTraceback")
 } | {("multiprocessing.pool", n) for n in ("rebuild_exc", "ExceptionWithTraceback", "MaybeEncodingError")} | {
-    ("freight.integrations._handoff", "load"),
+    ("freight.integrations._shared_frames", "load"),
     ("freight.integrations.multiprocessing", "_started"),
     ("freight.futures", "_run"),
     ("freight.futures", "_unwrap"),
@@ -225,7 +225,7 @@ def _restricted_loads(data: Any, /, **kwargs: Any) -> Any:
     import io
 
     u = _TrustingUnpickler(io.BytesIO(data), **kwargs)
-    u.trusted = _handoff.options()["trusted"]
+    u.trusted = _shared_frames.options()["trusted"]
     return u.load()
 
 
@@ -258,7 +258,7 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
     from multiprocessing.reduction import ForkingPickler
 
     with _LOCK:
-        _handoff.set_options(threshold=threshold or shm.THRESHOLD, allow_pickle=allow_pickle, trusted=trusted)
+        _shared_frames.set_options(threshold=threshold or shm.THRESHOLD, allow_pickle=allow_pickle, trusted=trusted)
         if not _STATE["installed"]:
             current = ForkingPickler.__dict__.get("reducer_override")
             _STATE["previous_override"] = None if current is None else current.__get__(None, ForkingPickler)
@@ -288,7 +288,7 @@ def uninstall() -> None:
         else:
             ForkingPickler.reducer_override = staticmethod(previous)  # type: ignore[attr-defined]
         ForkingPickler.loads = _STATE["previous_loads"]  # type: ignore[method-assign]
-        _handoff.set_options(allow_pickle=True, trusted=(), threshold=shm.THRESHOLD)
+        _shared_frames.set_options(allow_pickle=True, trusted=(), threshold=shm.THRESHOLD)
         _STATE["installed"] = False
 
 

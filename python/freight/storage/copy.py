@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from freight.exceptions import KeyExistsError, KeyNotFoundError
 from freight.storage.progress import progress
-from freight.storage.side import SIDE, is_side_key, side_owner, side_save_id
+from freight.storage.side_objects import SIDE, is_side_key, side_owner, side_save_id
 
 if TYPE_CHECKING:
     from freight.storage.progress import Progress

@@ -42,7 +42,7 @@ from typing import Any
 
 from freight.exceptions import DeserializationError, KeyNotFoundError, SerializationError, StorageError
 from freight.storage.opening import open as open_store
-from freight.storage.side import SideArea
+from freight.storage.side_objects import SideArea
 
 __all__ = [
     "storage_factory",

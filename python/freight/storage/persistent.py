@@ -17,7 +17,7 @@ and optionally ``tag`` (default ``freight.persistent.<name>``), ``safe`` (defaul
 runs only the serializer's code on its reference) and ``subclasses`` (default True).
 
 Side objects of the value under ``key`` live under ``<key>.freight-side/<save id>/`` (see
-:mod:`freight.storage.side`): a new save writes a new save id, then replaces the envelope, then
+:mod:`freight.storage.side_objects`): a new save writes a new save id, then replaces the envelope, then
 removes the older side objects, so a reader of the old envelope never sees them change.
 ``Store.list`` hides them; ``Store.delete`` removes them with the value; a save that fails
 removes those it wrote.
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from freight import _api
 from freight.exceptions import DeserializationError, KeyNotFoundError, SerializationError, StorageError
-from freight.storage.side import SIDE, SideArea
+from freight.storage.side_objects import SIDE, SideArea
 
 if TYPE_CHECKING:
     from freight.storage.store import Store

@@ -16,7 +16,7 @@ from freight.registry import Registry
 from freight.storage import persistent
 from freight.storage.persistent import Adapter, Transfer, new_save_id
 from freight.storage.progress import THRESHOLD, progress
-from freight.storage.side import SIDE, is_side_key, owners_reached, side_owner, side_save_id
+from freight.storage.side_objects import SIDE, is_side_key, owners_reached, side_owner, side_save_id
 
 if TYPE_CHECKING:
     from freight._api import Freight

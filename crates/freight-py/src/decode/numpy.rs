@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyTuple};
 use crate::buffer::RawBuffer;
 use crate::decode::tree::TreeDecoder;
 use crate::errors::{Decoding, Error, Result};
-use crate::types::numpy_helper;
+use crate::python_types::numpy_helper;
 
 /// The pieces needed to rebuild an array: dtype, shape, size in bytes, order, writeability.
 struct ArraySpec<'py> {

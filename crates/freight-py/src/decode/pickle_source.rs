@@ -50,7 +50,7 @@ impl<'py> TreeDecoder<'_, 'py> {
             .iter()
             .map(|ext| (ext.as_ptr() as usize - base, ext.len()))
             .collect();
-        let load = crate::types::pickle_bridge(py)?.getattr(pyo3::intern!(py, "load"))?;
+        let load = crate::python_types::pickle_bridge(py)?.getattr(pyo3::intern!(py, "load"))?;
         if externals.is_empty() {
             // Nothing to hand back to freight: plain pickle.loads, no source to set up.
             return Ok(load.call1((data, buffers, py.None(), ctx.producer().as_deref()))?);

@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::decode::tree::TreeDecoder;
 use crate::errors::{Decoding, Error, Result};
-use crate::types::std_types;
+use crate::python_types::std_types;
 
 impl<'py> TreeDecoder<'_, 'py> {
     /// A DateTime, Date, Time, TimeDelta, Decimal, Uuid or Path node (after its tag).

@@ -246,7 +246,7 @@ impl<'py> Dispatch<'py> {
             if let Some(entry) = self.exact(&ty)? {
                 return Ok(Some(entry));
             }
-            for base in crate::types::mro_bases(&ty)?.iter().skip(1) {
+            for base in crate::python_types::mro_bases(&ty)?.iter().skip(1) {
                 if let Some(entry) = self.types.get_item(&base)? {
                     // Serializers that rebuild exactly their own types (freight's built-in
                     // ones) leave subclasses to pickle, which keeps their type.

@@ -116,7 +116,7 @@ fn encode_pickled(
         py,
         PickleSink::new(dispatch.clone_ref(py), ext_cache, cloud_first),
     )?;
-    let module = crate::types::pickle_bridge(py)?;
+    let module = crate::python_types::pickle_bridge(py)?;
     let out = module
         .getattr(pyo3::intern!(py, "dump"))?
         .call1((obj, &sink, cloud_first))?;
@@ -153,7 +153,7 @@ fn pickle_versions(py: Python<'_>, cloud: bool) -> Result<Vec<(String, String)>>
     if cloud {
         versions.push((
             "cloudpickle".to_owned(),
-            crate::types::cloudpickle_version(py)?.to_owned(),
+            crate::python_types::cloudpickle_version(py)?.to_owned(),
         ));
     }
     Ok(versions)

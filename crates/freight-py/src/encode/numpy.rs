@@ -15,7 +15,7 @@ use crate::buffer::RawBuffer;
 use crate::encode::state::FrameSource;
 use crate::encode::walker::Walker;
 use crate::errors::Result;
-use crate::types::numpy_helper;
+use crate::python_types::numpy_helper;
 
 /// A dtype's wire form (None for object dtypes) and item size.
 struct DtypeWire {

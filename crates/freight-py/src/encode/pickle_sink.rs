@@ -17,7 +17,7 @@ use crate::encode::dispatch::{is_pickle_atomic_type, DispatchRefs};
 use crate::encode::state::{EncodeState, FrameSource};
 use crate::encode::walker::{MemoState, Walker, FRAME_MIN};
 use crate::errors::Result;
-use crate::types::{ndarray_type, std_types};
+use crate::python_types::{ndarray_type, std_types};
 use freight_core::ptrmap::PtrMap;
 use freight_core::TreeWriter;
 
@@ -41,7 +41,7 @@ static NEEDS_CLOUDPICKLE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
 fn needs_cloudpickle(py: Python<'_>, what: String) -> PyErr {
     match NEEDS_CLOUDPICKLE.get_or_try_init(py, || -> PyResult<Py<PyType>> {
-        Ok(crate::types::pickle_bridge(py)?
+        Ok(crate::python_types::pickle_bridge(py)?
             .getattr("NeedsCloudpickle")?
             .cast_into::<PyType>()?
             .unbind())
@@ -231,7 +231,7 @@ impl PickleSink {
         match self.external(py, obj)? {
             Some(pid) => {
                 let loader = EXTERNAL_LOADER.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-                    Ok(crate::types::pickle_bridge(py)?
+                    Ok(crate::python_types::pickle_bridge(py)?
                         .getattr("_external")?
                         .unbind())
                 })?;
@@ -285,7 +285,8 @@ fn exception_reduction<'py>(
     {
         return Ok(None);
     }
-    let rebuild = crate::types::pickle_bridge(py)?.getattr(pyo3::intern!(py, "_exception"))?;
+    let rebuild =
+        crate::python_types::pickle_bridge(py)?.getattr(pyo3::intern!(py, "_exception"))?;
     let args = obj.getattr(pyo3::intern!(py, "args"))?;
     let state = obj
         .getattr_opt(pyo3::intern!(py, "__dict__"))?

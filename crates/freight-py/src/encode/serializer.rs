@@ -74,7 +74,7 @@ impl<'py> Walker<'_, 'py> {
     /// Inside a serializer's metadata, a value freight cannot encode natively (the values of an
     /// object column, say) is pickled on its own, in place; the payload then needs pickle.
     pub(crate) fn island(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
-        let out = crate::types::pickle_bridge(self.py)?
+        let out = crate::python_types::pickle_bridge(self.py)?
             .getattr(pyo3::intern!(self.py, "dump_island"))?
             .call1((obj,))?;
         let (data, cloud): (Bound<'py, PyBytes>, bool) = out.extract()?;

@@ -15,7 +15,7 @@ impl<'py> Walker<'_, 'py> {
         &mut self,
         obj: &Bound<'py, PyAny>,
         ty: &Bound<'py, PyType>,
-        std: &crate::types::StdTypes,
+        std: &crate::python_types::StdTypes,
         shared: bool,
     ) -> Result<Option<()>> {
         use pyo3::types::{PyDate, PyDateTime, PyDelta, PyTime};
@@ -111,7 +111,7 @@ impl<'py> Walker<'_, 'py> {
     }
 
     /// Writes a tz node; false when the tzinfo has no native encoding (pytz, dateutil, ...).
-    fn tz(&mut self, tz: &Bound<'py, PyAny>, std: &crate::types::StdTypes) -> Result<bool> {
+    fn tz(&mut self, tz: &Bound<'py, PyAny>, std: &crate::python_types::StdTypes) -> Result<bool> {
         if tz.is_none() {
             self.w.tz_none();
             return Ok(true);

@@ -18,7 +18,7 @@ use crate::encode::dispatch::Dispatch;
 use crate::encode::state::{EncodeState, FrameSource};
 use crate::errors::{Error, Result};
 use crate::limits::{MAX_DEPTH, MAX_HASHABLE_DEPTH, RED_ZONE, STACK_SEGMENT};
-use crate::types::{ndarray_type, std_types};
+use crate::python_types::{ndarray_type, std_types};
 use freight_core::ptrmap::SmallPtrMap;
 
 /// bytes, bytearray and str at least this large become frames (zero copy in dumps_frames).

@@ -2,7 +2,7 @@
 into a pickle reduction whose large frames travel through shared memory (:mod:`freight.shm`),
 and the function that rebuilds it on the other side.
 
-The reduction is ``(freight.integrations._handoff.load, (header, parts, sources, writable,
+The reduction is ``(freight.integrations._shared_frames.load, (header, parts, sources, writable,
 zero_copy))``: ``parts`` holds each frame, either its bytes (small frames, in the pickle stream)
 or ``None`` (its bytes are in a segment); ``sources`` lists the segments holding the frames left
 out, in order, each ``("new", name, layout)`` (written for this message) or ``("lent", loan,
