@@ -285,6 +285,8 @@ lint: build $(LINT_STAMP)  ## cargo fmt --check, clippy, ruff check and format -
 	@# What the extension's Rust reaches in Python by name (private attributes, run-time imports),
 	@# which import-linter cannot see: listed in tools/rust_seams.toml, checked against the contracts.
 	$(PY) tools/check_rust_seams.py
+	@# The codec's options against their one declaration (python/freight/_options.py).
+	$(PY) tools/check_options.py
 	@# --ignore-unused-allowlist: some entries apply to some Python versions only (see the file).
 	$(PY) -m mypy.stubtest freight._freight --allowlist tools/stubtest-allowlist.txt --ignore-unused-allowlist
 	$(MKDOCS) build --strict --quiet

@@ -15,6 +15,7 @@ from freight import _files
 from freight._freight import Codec
 from freight._freight import inspect as _inspect_payload
 from freight._freight import verify as _verify_payload
+from freight._options import INSTANCE_NAMES
 from freight.exceptions import OptionError, checks_options
 from freight.registry import GLOBAL, Entry, Registry
 
@@ -195,17 +196,7 @@ def _normal_tags(tags: Any) -> tuple[str, ...] | None:
     return None if listed is None else tuple(sorted(set(listed)))
 
 
-_NAMES = (
-    "allow_pickle",
-    "zero_copy",
-    "verify",
-    "checksum",
-    "compression",
-    "key",
-    "max_size",
-    "allowed_tags",
-    "strict_versions",
-)
+_NAMES = INSTANCE_NAMES  # declared once, in freight._options
 
 
 class FreightOptions:
