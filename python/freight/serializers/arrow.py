@@ -4,8 +4,9 @@ walker writes the node (``arrow_node``: no Python object is made) and the buffer
 (no copy in ``dumps_frames``); on load, arrays are rebuilt over the payload's frames, validated
 in full in Rust, and imported back through a capsule (``loads(zero_copy=True)`` keeps them over
 the input's memory). The schema (types, names,
-metadata, extension types) travels as Arrow IPC schema bytes. Data the Rust path refuses, and
-payloads written before it, use the Python form in ``freight.serializers.arrow_python``.
+metadata, extension types) travels as Arrow IPC schema bytes. Data the Rust path refuses (schema
+or field metadata that is not UTF-8), and payloads written before it, use the Python form in
+``freight.serializers.arrow_python``.
 Imported the first time a pyarrow object is serialized or a ``pyarrow.*`` payload is loaded
 (``freight.registry`` registers its ``SERIALIZERS``).
 
@@ -99,7 +100,7 @@ class _ArrowSerializer(LibrarySerializer):
     def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
         try:
             meta, frames = arrow_dumps(obj)
-        except (SerializationError, pa.ArrowException):  # a layout arrow-rs does not carry
+        except (SerializationError, pa.ArrowException):  # arrow-rs refuses it (metadata not UTF-8)
             if _has_python_extension(obj):
                 return Pickled(obj), []
             return self.in_python[0](obj)

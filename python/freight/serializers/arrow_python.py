@@ -1,6 +1,8 @@
 """pyarrow arrays walked level by level in Python: the form freight wrote before its Rust Arrow
 path (``freight.serializers.arrow``), kept to read those payloads, and to carry what that path
-refuses. Each array is a dict of its type (Arrow IPC schema bytes), length, offset, buffers (as
+refuses (schema or field metadata that is not UTF-8, which arrow-rs cannot hold); its type
+helpers also serve pandas' ArrowDtype columns. docs/ARCHITECTURE.md says why each part stays
+and which test shows it. Each array is a dict of its type (Arrow IPC schema bytes), length, offset, buffers (as
 frames) and children; layouts not rebuilt from buffers (unions, run-end encoded, view types)
 travel as an Arrow IPC stream instead (one copy). Loading checks everything pyarrow assumes
 before building an array, then validates it.
