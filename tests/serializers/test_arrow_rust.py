@@ -516,3 +516,35 @@ def test_arrays_loaded_from_a_reused_buffer_do_not_change_with_it():
         for p in parts:
             p[:] = bytes(len(p))
         assert back.equals(value)
+
+
+def test_a_dictionary_of_dictionary_encoded_values_loads_back():
+    """arrow-rs imported it and wrote a payload its arrays could not be rebuilt from ("Utf8 has
+    1 children, not 0"), and the Python form cannot rebuild a chunked one either: the Rust path
+    refuses it, and pickle (pyarrow's own reduction) carries it, as it carried nothing before."""
+    nested = pa.DictionaryArray.from_arrays(pa.array([0, 0], pa.int8()), pa.array(["a"]).dictionary_encode())
+    with pytest.raises(freight.SerializationError, match="dictionary-encoded again"):
+        arrow_dumps(nested)
+    for value in (nested, pa.chunked_array([nested]), pa.table({"d": nested})):
+        blob = freight.dumps(value)
+        assert freight.inspect(blob)["needs_pickle"]
+        back = freight.loads(blob)
+        assert back.equals(value)
+        assert (back.schema if isinstance(value, pa.Table) else back.type) == (
+            value.schema if isinstance(value, pa.Table) else value.type
+        )
+        with pytest.raises(freight.UnsafePayloadError):
+            freight.loads(blob, allow_pickle=False)
+
+
+def test_metadata_with_a_key_twice_keeps_both():
+    """arrow-rs reads metadata into a map (the last value of a key wins): the Rust path refuses
+    a repeated key, and the Python form keeps every entry, as the schema had them."""
+    metadata = pa.KeyValueMetadata([(b"k", b"1"), (b"k", b"2")])
+    field = pa.field("x", pa.int64(), metadata=metadata)
+    table = pa.Table.from_arrays([pa.array([1, 2])], schema=pa.schema([field], metadata=metadata))
+    with pytest.raises(freight.SerializationError, match="more than once"):
+        arrow_dumps(table)
+    back = freight.loads(freight.dumps(table), allow_pickle=False)
+    assert back.schema.equals(table.schema, check_metadata=True)
+    assert back.equals(table)

@@ -100,8 +100,10 @@ class _ArrowSerializer(LibrarySerializer):
     def serialize(self, obj: Any) -> tuple[Any, list[Any]]:
         try:
             meta, frames = arrow_dumps(obj)
-        except (SerializationError, pa.ArrowException):  # arrow-rs refuses it (metadata not UTF-8)
-            if _has_python_extension(obj):
+        except (SerializationError, pa.ArrowException) as exc:  # arrow-rs refuses it (metadata not UTF-8)
+            # A dictionary of dictionary-encoded values (crates/freight-py/src/arrow/refused.rs
+            # words the refusal): neither arrow-rs nor the Python form rebuilds it, pickle does.
+            if _has_python_extension(obj) or "dictionary-encoded again" in str(exc):
                 return Pickled(obj), []
             return self.in_python[0](obj)
         # Extension types are field metadata in the schema bytes: only when that key is there

@@ -53,6 +53,7 @@ pub fn import(obj: &Bound<'_, PyAny>) -> Result<(FieldRef, Vec<ArrayData>)> {
         let schema = &*(schema_ptr.as_ptr() as *const FFI_ArrowSchema);
         let mut array = FFI_ArrowArray::from_raw(array_ptr.as_ptr().cast());
         let field = Arc::new(Field::try_from(schema).map_err(cannot_carry)?);
+        super::refused::check(schema, &field)?;
         accept_null_buffers(
             &mut array as *mut FFI_ArrowArray as *mut RawArray,
             field.data_type(),
@@ -92,6 +93,7 @@ fn read_stream(mut stream: FFI_ArrowArrayStream) -> Result<(FieldRef, Vec<ArrayD
         return Err(failed(&mut stream, rc));
     }
     let field = Arc::new(Field::try_from(&schema).map_err(cannot_carry)?);
+    super::refused::check(&schema, &field)?;
     let mut arrays = Vec::new();
     loop {
         let mut array = FFI_ArrowArray::empty();

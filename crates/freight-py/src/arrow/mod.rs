@@ -17,6 +17,7 @@
 
 mod build;
 mod capsule;
+mod refused;
 mod schema;
 mod walk;
 
