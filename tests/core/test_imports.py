@@ -23,7 +23,15 @@ PACKAGE = Path(freight.__file__).parent
 
 # What ``import freight`` runs of freight: the API and what it stands on. The storage package,
 # the serializers, the integrations, the CLI and the benchmark load when they are first used.
-CORE = ["freight", "freight._api", "freight._files", "freight._freight", "freight._options", "freight.exceptions", "freight.registry"]
+CORE = [
+    "freight",
+    "freight._api",
+    "freight._files",
+    "freight._freight",
+    "freight._options",
+    "freight.exceptions",
+    "freight.registry",
+]
 
 # Imports one module in this fresh interpreter and prints what came of it as JSON: {"ok": true}, or
 # the third-party library it needs and this environment lacks, or the traceback.
