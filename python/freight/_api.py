@@ -376,6 +376,10 @@ class Freight(Codec):
         self._opts = FreightOptions(**given)
         return self
 
+    def __init__(self, **options: Any) -> None:
+        """Nothing to do: ``__new__`` made it. Here so that a subclass's ``__init__`` can call
+        ``super().__init__(**options)`` as it did when Freight was made in ``__init__``."""
+
     @property
     def options(self) -> FreightOptions:
         """This instance's options (read-only, normalised: see :class:`FreightOptions`)."""

@@ -70,3 +70,15 @@ def test_a_call_adds_no_python_frame():
     f.dumps(Probe())
     freight.dumps(Probe())
     assert len(set(depths)) == 1, depths
+
+
+def test_a_subclass_made_the_usual_way_still_works():
+    class Tuned(freight.Freight):
+        def __init__(self, **options):
+            super().__init__(**options)
+            self.label = "tuned"
+
+    f = Tuned(compression="lz4")
+    assert f.label == "tuned" and f.options.compression == "lz4"
+    assert f.loads(f.dumps([1, 2])) == [1, 2]
+    assert "allow_pickle" in inspect.signature(freight.Freight).parameters
