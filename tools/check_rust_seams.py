@@ -501,10 +501,10 @@ def check(root: Path) -> list[str]:
         names = defined_names(ast.parse(path.read_text(encoding="utf-8")), class_name or None) if path else None
         if names is None:
             errors.append(f"{where}: its owner {entry.get('owner')!r} is not a module or class of freight")
-        elif name not in names:
+        elif name not in names and name in read:
             errors.append(
                 f"{where}: {entry.get('owner')} no longer defines {name}, and Rust reads it "
-                f"({', '.join(f'{s.file}:{s.line}' for s in read.get(name, []))}): rename it there too"
+                f"({', '.join(f'{s.file}:{s.line}' for s in read[name])}): rename it there too"
             )
 
     # Imports.
