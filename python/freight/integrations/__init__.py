@@ -10,7 +10,8 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
-from freight._api import FreightOptions, flag, is_flag
+from freight._api import FreightOptions
+from freight._options import flag, is_flag
 from freight.exceptions import MissingDependencyError, OptionError
 
 __all__ = ["require", "check_options", "flag", "size"]

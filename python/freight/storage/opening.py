@@ -9,7 +9,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
-from freight import _api, _freight
+from freight import _freight, _options
 from freight.exceptions import KeyNotFoundError, OptionError, StorageError, checks_options
 from freight.storage.store import Store
 
@@ -100,10 +100,10 @@ def _checked_options(**options: Any) -> dict[str, Any]:
         if value is None:
             continue
         if name == "allow_http":
-            checked[name] = _api.flag(name, value, None)
+            checked[name] = _options.flag(name, value, None)
         elif name == "max_retries":
             try:
-                retries = operator.index(value) if not _api.is_flag(value) else -1
+                retries = operator.index(value) if not _options.is_flag(value) else -1
             except TypeError:
                 retries = -1
             if not 0 <= retries < 1 << 32:
@@ -111,7 +111,7 @@ def _checked_options(**options: Any) -> dict[str, Any]:
             checked[name] = retries
         elif name in ("timeout", "connect_timeout"):
             try:
-                if not isinstance(value, numbers.Real) or _api.is_flag(value):
+                if not isinstance(value, numbers.Real) or _options.is_flag(value):
                     raise TypeError
                 checked[name] = float(value)
             except (TypeError, OverflowError):

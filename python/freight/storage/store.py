@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from freight import _api, _files
+from freight import _api, _files, _options
 from freight.exceptions import DeserializationError, OptionError, StorageError, checks_options
 from freight.registry import Registry
 from freight.storage import persistent
@@ -142,7 +142,7 @@ class Store(MutableMapping[str, Any]):
         non-empty list of them, the first of which signs; anything else an OptionError, never
         ``bytes(123)``'s zero bytes or an empty list that would save unsigned), else the first
         key of the store's Freight, else None."""
-        keys = _api.checked_keys(self.freight.options.key if key is None else key)
+        keys = _options.checked_keys(self.freight.options.key if key is None else key)
         return keys[0] if keys else None
 
     @checks_options("Store.save")
@@ -166,7 +166,7 @@ class Store(MutableMapping[str, Any]):
         if is_side_key(key):
             raise StorageError(f"invalid key {key!r}: names holding {SIDE!r} are reserved for side objects")
         signing = self._sign_key(sign_key)
-        if_absent = _api.flag("if_absent", if_absent, False)
+        if_absent = _options.flag("if_absent", if_absent, False)
         compression = self.compression if compression is None else compression
         if not self._adapters:
             self._save(key, obj, None, if_absent, compression, signing)
@@ -233,7 +233,7 @@ class Store(MutableMapping[str, Any]):
                 IntegrityError, UnsafePayloadError, ...).
             StorageError: the backend failed; ``mmap=True`` on a store that is not local.
         """
-        if _api.flag("mmap", mmap, False):  # "no" must not map
+        if _options.flag("mmap", mmap, False):  # "no" must not map
             data = self._native.map(key)
             options.setdefault("zero_copy", True)
             compressed = _files.compressed_frames(data)
