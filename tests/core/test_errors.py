@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import freight
-import freight._pickle
+import freight._unpicklable
 import freight.exceptions
 
 PUBLIC_ERRORS = [
@@ -423,7 +423,7 @@ def test_when_the_search_gives_up_the_advice_fits_what_pickle_named(monkeypatch)
     """The search for the entry is bounded: on a value too large for it, the message names no
     path, but still says what the object pickle could not take is (its message names the class)
     and what to do, not to register a serializer for the value's type."""
-    monkeypatch.setattr(freight._pickle, "_PROBE_LIMIT", 50)
+    monkeypatch.setattr(freight._unpicklable, "_PROBE_LIMIT", 50)
     message = _dumps_error({"data": [[i] for i in range(100)], "lock": threading.RLock()})
     assert message.startswith("cannot serialize a lock (_thread.RLock) inside the value (a dict): "), message
     assert _CANNOT_TRAVEL in message and "register a serializer" not in message
@@ -443,7 +443,7 @@ def test_a_value_nested_too_deep_for_the_search_gets_the_advice_of_what_pickle_n
 
 
 def test_an_arbitrary_class_still_gets_the_advice_to_register_when_the_search_gives_up(monkeypatch):
-    monkeypatch.setattr(freight._pickle, "_PROBE_LIMIT", 5)
+    monkeypatch.setattr(freight._unpicklable, "_PROBE_LIMIT", 5)
     message = _dumps_error([[i] for i in range(20)] + [_NoPickle()])
     assert message.startswith("cannot serialize a list: "), message
     assert "freight.register" in message
