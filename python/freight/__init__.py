@@ -23,6 +23,7 @@ from freight._api import (
     verify,
 )
 from freight._freight import __version__
+from freight._lazy import LazyArray, LazyValue, lazy
 from freight.exceptions import (
     DeserializationError,
     FormatVersionError,
@@ -31,6 +32,7 @@ from freight.exceptions import (
     IntegrityError,
     KeyExistsError,
     KeyNotFoundError,
+    LazyReadError,
     MissingDependencyError,
     OptionError,
     PathError,
@@ -60,6 +62,10 @@ __all__ = [
     "load",
     "inspect",
     "verify",
+    "lazy",
+    "LazyValue",
+    "LazyArray",
+    "LazyReadError",
     "register",
     "unregister",
     "FreightError",

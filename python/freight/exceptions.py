@@ -31,6 +31,7 @@ __all__ = [
     "RefError",
     "RefGoneError",
     "RefSignatureError",
+    "LazyReadError",
     "OptionError",
     "FreightWarning",
 ]
@@ -126,6 +127,12 @@ class RefGoneError(RefError):
 class RefSignatureError(RefError, IntegrityError):
     """A reference is unsigned, signed with another key, or changed after it was signed, where the
     codec has a key: refused before anything is fetched."""
+
+
+class LazyReadError(FreightError, LookupError):
+    """What was asked of a lazy value (``freight.lazy``, ``Store.lazy``) is not in it: a name it
+    has no entry for, the entries of a value that is not a dict, list or tuple. The message lists
+    what there is, or says to ``.load()`` the whole value."""
 
 
 class OptionError(FreightError, TypeError):

@@ -14,15 +14,21 @@ pub mod flags {
     /// Frames smaller than `envelope::PACK_BELOW` start at multiples of 16 instead of 64
     /// (format 1.1: every writer since sets it; readers before it refuse the payload).
     pub const PACKED: u8 = 1 << 4;
-    pub const KNOWN: u8 = NEEDS_PICKLE | FRAMES | META | SIGNED | PACKED;
+    /// With SIGNED: the HMAC-SHA256 follows the header checksum and covers the header only; every
+    /// frame carries SHA-256 block digests (`frame_flags::DIGESTS`) that the header authenticates,
+    /// so a reader can authenticate one frame, or one block of one, without the rest (format
+    /// 1.2, lazy reads). Without it, SIGNED means the 1.0 trailer over the whole payload.
+    pub const HEAD_SIGNED: u8 = 1 << 5;
+    pub const KNOWN: u8 = NEEDS_PICKLE | FRAMES | META | SIGNED | PACKED | HEAD_SIGNED;
 
     /// Each bit with the name `inspect` reports it under.
-    pub const NAMES: [(u8, &str); 5] = [
+    pub const NAMES: [(u8, &str); 6] = [
         (NEEDS_PICKLE, "needs_pickle"),
         (FRAMES, "frames"),
         (META, "meta"),
         (SIGNED, "signed"),
         (PACKED, "packed"),
+        (HEAD_SIGNED, "head_signed"),
     ];
 
     /// The names of the bits set in `bits`, in bit order.
@@ -43,7 +49,11 @@ pub mod frame_flags {
     pub const SHUFFLE: u8 = 1 << 1;
     /// The checksum is a block checksum (checksum.rs), not plain xxh3-64 of the frame.
     pub const BLOCK_CHECKSUM: u8 = 1 << 2;
-    pub const KNOWN: u8 = CHECKSUM | SHUFFLE | BLOCK_CHECKSUM;
+    /// A table of block digests follows (format 1.2): `u8` digest kind, `u8` log2 of the block
+    /// size, then one digest per block of the stored bytes, so that any block can be checked on
+    /// its own (a lazy read of part of a frame).
+    pub const DIGESTS: u8 = 1 << 3;
+    pub const KNOWN: u8 = CHECKSUM | SHUFFLE | BLOCK_CHECKSUM | DIGESTS;
 }
 
 /// Bits of an NdArray node's flags byte.

@@ -5,7 +5,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::bits::{codec, flags, frame_flags};
+use crate::bits::{codec, flags};
 use crate::checksum;
 use crate::error::{Error, Result};
 use crate::reader::Reader;
@@ -17,7 +17,9 @@ pub const VERSION: u8 = 1;
 /// Frames start at offsets (from the payload's first byte) that are multiples of this.
 pub const ALIGN: usize = 64;
 
+mod frame_table;
 mod parts;
+pub use frame_table::{FrameDigests, FrameInfo, Seal, Sealed};
 pub use parts::{Part, ZEROS};
 
 /// Size of the header checksum that ends the header.
@@ -40,19 +42,6 @@ impl Default for Limits {
             max_frame: 1 << 40,
         }
     }
-}
-
-/// One entry of the frame table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FrameInfo {
-    pub codec: u8,
-    pub raw_len: u64,
-    pub stored_len: u64,
-    pub checksum: Option<u64>,
-    /// The checksum is a block checksum (checksum.rs).
-    pub block_checksum: bool,
-    /// Item size of the byte shuffle applied before compression.
-    pub shuffle: Option<u32>,
 }
 
 /// How a writer stores one frame.
@@ -88,7 +77,7 @@ pub struct EnvelopeSpec<'a> {
     pub frames: Vec<FrameLayout>,
     /// Whether frame checksums are written for every frame (compressed frames always get one).
     pub checksums: bool,
-    /// Whether a signature trailer follows the frames (written by `sign_contiguous`).
+    /// Whether the payload is signed (the header signature of format 1.2, `write_header`).
     pub signed: bool,
     pub tree: &'a [u8],
 }
@@ -135,10 +124,9 @@ pub struct EnvelopeWriter<'a> {
     /// Magic, version, flags, header length, meta section and frame table.
     prefix: Vec<u8>,
     tree: &'a [u8],
-    /// Where each frame's checksum sits in `prefix`, when it has one.
-    checksum_at: Vec<Option<usize>>,
+    /// What seals each frame, and where in `prefix` its checksum or digests go.
+    seals: Vec<Seal>,
     frame_lens: Vec<u64>,
-    block_checksums: Vec<bool>,
     signed: bool,
 }
 
@@ -164,7 +152,7 @@ impl<'a> EnvelopeWriter<'a> {
             flag_bits |= flags::FRAMES | flags::PACKED;
         }
         if spec.signed {
-            flag_bits |= flags::SIGNED;
+            flag_bits |= flags::SIGNED | flags::HEAD_SIGNED;
         }
 
         // Meta section and frame table first, to know the header body's length.
@@ -180,41 +168,15 @@ impl<'a> EnvelopeWriter<'a> {
                 put_str(&mut sections, version);
             }
         }
-        let mut checksum_at = Vec::with_capacity(spec.frames.len());
-        let mut block_checksums = Vec::with_capacity(spec.frames.len());
+        let mut seals = Vec::with_capacity(spec.frames.len());
         if !spec.frames.is_empty() {
             put_uvarint(&mut sections, spec.frames.len() as u64);
             for frame in &spec.frames {
-                // A compressed frame always carries its checksum: it guards the decompressor and
-                // costs little next to compressing.
-                let summed = spec.checksums || frame.codec != codec::NONE;
-                let block = summed && checksum::block_mode(frame.stored_len as usize);
-                let mut bits = 0;
-                if summed {
-                    bits |= frame_flags::CHECKSUM;
-                }
-                if block {
-                    bits |= frame_flags::BLOCK_CHECKSUM;
-                }
-                if frame.shuffle.is_some() {
-                    bits |= frame_flags::SHUFFLE;
-                }
-                sections.push(bits);
-                sections.push(frame.codec);
-                put_uvarint(&mut sections, frame.raw_len);
-                if frame.codec != codec::NONE {
-                    put_uvarint(&mut sections, frame.stored_len);
-                }
-                if let Some(itemsize) = frame.shuffle {
-                    put_uvarint(&mut sections, itemsize as u64);
-                }
-                if summed {
-                    checksum_at.push(Some(sections.len()));
-                    sections.extend_from_slice(&[0; 8]);
-                } else {
-                    checksum_at.push(None);
-                }
-                block_checksums.push(block);
+                seals.push(frame_table::write_entry(
+                    &mut sections,
+                    frame,
+                    Seal::choose(frame, spec.checksums, spec.signed),
+                ));
             }
         }
         let body_len = (sections.len() + spec.tree.len()) as u64;
@@ -225,23 +187,25 @@ impl<'a> EnvelopeWriter<'a> {
         put_uvarint(&mut prefix, body_len);
         let preamble = prefix.len();
         prefix.extend_from_slice(&sections);
-        let checksum_at = checksum_at
-            .into_iter()
-            .map(|at| at.map(|at| at + preamble))
-            .collect();
+        for seal in &mut seals {
+            seal.shift(preamble);
+        }
         Self {
             prefix,
             tree: spec.tree,
-            checksum_at,
+            seals,
             frame_lens: spec.frames.iter().map(|f| f.stored_len).collect(),
-            block_checksums,
             signed: spec.signed,
         }
     }
 
-    /// Length of the header including its checksum.
+    /// Length of the header including its checksum (and the signature that follows it in a
+    /// signed payload).
     pub fn header_len(&self) -> usize {
-        self.prefix.len() + self.tree.len() + HEADER_CHECKSUM_LEN
+        self.prefix.len()
+            + self.tree.len()
+            + HEADER_CHECKSUM_LEN
+            + if self.signed { sign::SIGNATURE_LEN } else { 0 }
     }
 
     /// Offsets of the frames in the contiguous (single buffer) layout.
@@ -256,53 +220,56 @@ impl<'a> EnvelopeWriter<'a> {
         offsets
     }
 
-    /// Total length of the contiguous layout (with the signature trailer, when signed).
+    /// Total length of the contiguous layout.
     pub fn total_len(&self) -> usize {
         let mut end = self.header_len();
         for &len in &self.frame_lens {
             end = frame_start(end, len, true) + len as usize;
         }
-        end + if self.signed { sign::SIGNATURE_LEN } else { 0 }
+        end
     }
 
-    /// Whether frame `i` gets a block checksum.
-    pub fn block_checksum(&self, frame: usize) -> bool {
-        self.block_checksums.get(frame).copied().unwrap_or(false)
-    }
-
-    /// Whether frame `i` carries a checksum (all frames when checksums were asked for, and
-    /// every compressed frame).
-    pub fn has_checksum(&self, frame: usize) -> bool {
-        matches!(self.checksum_at.get(frame), Some(Some(_)))
+    /// Bytes of frames that carry a checksum or digests (what sealing them hashes).
+    pub fn sealed_len(&self) -> usize {
+        self.seals
+            .iter()
+            .zip(&self.frame_lens)
+            .filter(|(seal, _)| !matches!(seal, Seal::None))
+            .map(|(_, &len)| len as usize)
+            .sum()
     }
 
     pub fn frame_count(&self) -> usize {
         self.frame_lens.len()
     }
 
-    pub fn set_frame_checksum(&mut self, frame: usize, value: u64) {
-        if let Some(Some(at)) = self.checksum_at.get(frame) {
-            self.prefix[*at..*at + 8].copy_from_slice(&value.to_le_bytes());
-        }
-    }
-
     /// Writes the header, sealed with its checksum, into `out[..header_len()]` (the first
-    /// buffer of `dumps_frames`, or the start of the contiguous layout). Call it after the
-    /// frame checksums are set.
-    pub fn write_header(&self, out: &mut [u8]) {
+    /// buffer of `dumps_frames`, or the start of the contiguous layout), then, in a signed
+    /// payload, the HMAC of everything before it under `key`. Call it after the frames are
+    /// sealed (`seal_frames`, or `write_contiguous`).
+    pub fn write_header(&self, out: &mut [u8], key: Option<&[u8]>) {
         let (prefix, rest) = out.split_at_mut(self.prefix.len());
         prefix.copy_from_slice(&self.prefix);
         rest[..self.tree.len()].copy_from_slice(self.tree);
         let end = self.prefix.len() + self.tree.len();
         let sum = checksum::hash(&out[..end]);
-        out[end..end + HEADER_CHECKSUM_LEN].copy_from_slice(&sum.to_le_bytes());
+        let end = end + HEADER_CHECKSUM_LEN;
+        out[end - HEADER_CHECKSUM_LEN..end].copy_from_slice(&sum.to_le_bytes());
+        match (self.signed, key) {
+            (true, Some(key)) => {
+                let signature = sign::sign(key, &[&out[..end]]);
+                out[end..end + sign::SIGNATURE_LEN].copy_from_slice(&signature);
+            }
+            (false, None) => {}
+            _ => panic!("a signed payload's header is written with its key, and only it"),
+        }
     }
 
     /// Writes the whole envelope into `out` (exactly `total_len()` bytes): header, zeroed
     /// padding, and each frame copied once, its checksum computed on the way. Payloads of
     /// several frames totalling `PARALLEL_FRAMES` bytes or more copy and hash their frames on
     /// all cores (a frame's blocks already are, but frames of 1 MiB or less are one block).
-    pub fn write_contiguous(&mut self, out: &mut [u8], frames: &[&[u8]]) {
+    pub fn write_contiguous(&mut self, out: &mut [u8], frames: &[&[u8]], key: Option<&[u8]>) {
         assert_eq!(frames.len(), self.frame_lens.len(), "one source per frame");
         assert_eq!(out.len(), self.total_len(), "output sized by total_len");
         let offsets = self.frame_offsets();
@@ -319,18 +286,10 @@ impl<'a> EnvelopeWriter<'a> {
             rest = tail;
             end = start + frame.len();
         }
-        let checksums = &self.checksum_at;
-        let blocks = &self.block_checksums;
-        let write = |(i, (dst, frame)): (usize, (&mut [u8], &&[u8]))| {
-            if checksums[i].is_some() {
-                Some(checksum::copy_and_checksum(dst, frame, blocks[i]))
-            } else {
-                checksum::copy_parallel(dst, frame);
-                None
-            }
-        };
+        let seals = &self.seals;
+        let write = |(i, (dst, frame)): (usize, (&mut [u8], &&[u8]))| seals[i].copy(dst, frame);
         let total: usize = frames.iter().map(|f| f.len()).sum();
-        let sums: Vec<Option<u64>> = if frames.len() > 1 && total >= PARALLEL_FRAMES {
+        let sealed: Vec<Sealed> = if frames.len() > 1 && total >= PARALLEL_FRAMES {
             crate::parallel::run(|| {
                 pieces
                     .into_par_iter()
@@ -347,19 +306,10 @@ impl<'a> EnvelopeWriter<'a> {
                 .map(write)
                 .collect()
         };
-        for (i, sum) in sums.into_iter().enumerate() {
-            if let Some(sum) = sum {
-                self.set_frame_checksum(i, sum);
-            }
+        for (i, sealed) in sealed.into_iter().enumerate() {
+            self.seals[i].fill(&mut self.prefix, sealed);
         }
-        self.write_header(out);
-    }
-
-    /// Signs a payload written by `write_contiguous` (its last 32 bytes are the trailer).
-    pub fn sign_contiguous(&self, out: &mut [u8], key: &[u8]) {
-        debug_assert!(self.signed);
-        let (body, trailer) = out.split_at_mut(out.len() - sign::SIGNATURE_LEN);
-        trailer.copy_from_slice(&sign::sign(key, &[body]));
+        self.write_header(out, key);
     }
 }
 
@@ -388,6 +338,36 @@ impl Header {
     pub fn signed(&self) -> bool {
         self.flags & flags::SIGNED != 0
     }
+
+    /// Whether the signature follows the header and covers it alone (format 1.2), every frame
+    /// authenticated by its SHA-256 digests; otherwise a signed payload's signature is the 1.0
+    /// trailer over everything.
+    pub fn head_signed(&self) -> bool {
+        self.flags & flags::HEAD_SIGNED != 0
+    }
+
+    /// Whether a 1.0 signature trailer follows the frames.
+    pub fn has_trailer(&self) -> bool {
+        self.signed() && !self.head_signed()
+    }
+}
+
+/// Where a head-signed payload's header signature lies (the 32 bytes after the header checksum)
+/// and the bytes it covers, read from the preamble alone: the signature is checked before the
+/// header is parsed. None when `buf` is too short or is not head-signed.
+pub fn head_signature(buf: &[u8]) -> Option<(&[u8], &[u8])> {
+    let flag_bits = *buf.get(MAGIC.len() + 1)?;
+    if flag_bits & flags::HEAD_SIGNED == 0 {
+        return None;
+    }
+    let mut r = Reader::new(buf);
+    r.take(MAGIC.len() + 2, "the preamble").ok()?;
+    let body_len = r.uvarint("the header length").ok()?;
+    let covered = (r.position() as u64)
+        .checked_add(body_len)?
+        .checked_add(HEADER_CHECKSUM_LEN as u64)? as usize;
+    let signature = buf.get(covered..covered.checked_add(sign::SIGNATURE_LEN)?)?;
+    Some((&buf[..covered], signature))
 }
 
 fn read_str(r: &mut Reader<'_>, what: &'static str) -> Result<String> {
@@ -449,6 +429,12 @@ pub fn parse_header(buf: &[u8], limits: &Limits) -> Result<Header> {
             computed,
         });
     }
+    if flag_bits & flags::HEAD_SIGNED != 0 {
+        if flag_bits & flags::SIGNED == 0 {
+            return Err(Error::corrupt("flag head_signed without flag signed"));
+        }
+        r.take(sign::SIGNATURE_LEN, "the header's signature")?;
+    }
     let len = r.position();
 
     let mut r = Reader::new(body);
@@ -472,56 +458,17 @@ pub fn parse_header(buf: &[u8], limits: &Limits) -> Result<Header> {
         let n = r.count(3, "the frame table")?;
         frames.reserve(n);
         for i in 0..n {
-            let frame_flags = r.u8("frame flags")?;
-            if frame_flags & !frame_flags::KNOWN != 0 {
-                return Err(Error::corrupt(format!(
-                    "frame {i} has unknown flags {frame_flags:#04x}"
-                )));
-            }
-            let codec = r.u8("a frame codec")?;
-            if codec > codec::MAX {
-                return Err(Error::corrupt(format!(
-                    "frame {i} uses codec {codec}, which this freight build cannot decode"
-                )));
-            }
-            let raw_len = r.uvarint("a frame length")?;
-            if raw_len > limits.max_frame {
-                return Err(Error::OverLimit {
-                    what: "a frame",
-                    declared: raw_len,
-                    limit: limits.max_frame,
-                });
-            }
-            let stored_len = if codec == codec::NONE {
-                raw_len
-            } else {
-                r.uvarint("a stored frame length")?
-            };
-            let shuffle = if frame_flags & frame_flags::SHUFFLE != 0 {
-                let itemsize = r.uvarint("a shuffle item size")?;
-                if !(2..=1 << 16).contains(&itemsize) || codec == codec::NONE {
-                    return Err(Error::corrupt(format!(
-                        "frame {i} has a bad shuffle item size {itemsize}"
-                    )));
-                }
-                Some(itemsize as u32)
-            } else {
-                None
-            };
-            let checksum = if frame_flags & frame_flags::CHECKSUM != 0 {
-                Some(r.u64_le("a frame checksum")?)
-            } else {
-                None
-            };
-            let block_checksum = frame_flags & frame_flags::BLOCK_CHECKSUM != 0;
-            frames.push(FrameInfo {
-                codec,
-                raw_len,
-                stored_len,
-                checksum,
-                block_checksum,
-                shuffle,
-            });
+            frames.push(frame_table::parse_entry(&mut r, i, limits, body_start)?);
+        }
+    }
+    if flag_bits & flags::HEAD_SIGNED != 0 {
+        if let Some(i) = frames.iter().position(|f| {
+            f.digests
+                .is_none_or(|d| d.scheme.kind != crate::digest::kind::SHA256)
+        }) {
+            return Err(Error::corrupt(format!(
+                "frame {i} of a head-signed payload has no SHA-256 digests to authenticate it"
+            )));
         }
     }
     let tree = body_start + r.position()..body_start + body.len();
@@ -542,8 +489,8 @@ pub fn parse_header(buf: &[u8], limits: &Limits) -> Result<Header> {
 /// Locates every frame of a contiguous payload: checks that each lies inside `buf`, that the
 /// padding between them is zero and that nothing trails the last one.
 pub fn locate_frames(header: &Header, buf: &[u8]) -> Result<Vec<std::ops::Range<usize>>> {
-    // A signed payload ends with its signature, after the frames.
-    let buf = if header.signed() {
+    // A signed payload of format 1.0 ends with its signature, after the frames.
+    let buf = if header.has_trailer() {
         let Some(end) = buf
             .len()
             .checked_sub(sign::SIGNATURE_LEN)

@@ -43,6 +43,10 @@ pub enum Error {
         computed: u64,
     },
 
+    /// A block of a frame does not match its digest in the header (format 1.2).
+    #[error("{what} does not match its digest in the header: the payload was corrupted in transit or storage{}", if *.signed { ", or tampered with (its header is signed)" } else { "" })]
+    Digest { what: String, signed: bool },
+
     /// A key was given but the payload carries no signature.
     #[error("the payload is not signed, but a key was given: refusing it (it may have been forged or stripped of its signature); sign payloads with dumps(..., key=...)")]
     Unsigned,
@@ -102,7 +106,7 @@ impl Error {
     pub fn is_integrity(&self) -> bool {
         matches!(
             self,
-            Error::Checksum { .. } | Error::Unsigned | Error::BadSignature
+            Error::Checksum { .. } | Error::Digest { .. } | Error::Unsigned | Error::BadSignature
         )
     }
 }

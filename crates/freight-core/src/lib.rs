@@ -19,6 +19,7 @@
 pub mod bits;
 pub mod checksum;
 pub mod compress;
+pub mod digest;
 pub mod envelope;
 pub mod error;
 pub mod fork;

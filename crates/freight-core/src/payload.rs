@@ -112,14 +112,15 @@ impl<B: AsRef<[u8]> + Clone> Payload<B> {
         let frames = ranges
             .into_iter()
             .zip(&header.frames)
-            .map(|(range, info)| Frame::new(buf.clone(), range, *info))
+            .map(|(range, info)| Frame::new(buf.clone(), range, *info, bytes))
             .collect();
+        let verify = must_verify(&header, opts);
         Ok(Self {
             header: Box::new(header),
             head: buf,
             signature: None,
             single: true,
-            frames: Frames::new(frames, opts.verify),
+            frames: Frames::new(frames, verify),
         })
     }
 
@@ -139,7 +140,7 @@ impl<B: AsRef<[u8]> + Clone> Payload<B> {
                 found: head.as_ref().len(),
             });
         }
-        let signed = header.signed();
+        let signed = header.has_trailer();
         if parts.len() != header.frames.len() + signed as usize {
             return Err(Error::PartCount {
                 frames: header.frames.len(),
@@ -158,14 +159,15 @@ impl<B: AsRef<[u8]> + Clone> Payload<B> {
                     declared: info.stored_len,
                 });
             }
-            frames.push(Frame::new(owner, 0..len, *info));
+            frames.push(Frame::new(owner, 0..len, *info, head.as_ref()));
         }
+        let verify = must_verify(&header, opts);
         Ok(Self {
             header: Box::new(header),
             head,
             signature,
             single: false,
-            frames: Frames::new(frames, opts.verify),
+            frames: Frames::new(frames, verify),
         })
     }
 
@@ -205,6 +207,15 @@ impl<B: AsRef<[u8]> + Clone> Payload<B> {
     /// Checks the signature against `keys` (any of them): `Unsigned` or `BadSignature` if it
     /// does not verify. `open` does this first when given keys; `inspect` asks afterwards.
     pub fn check_signature(&self, keys: &[Vec<u8>]) -> Result<()> {
+        if self.header.head_signed() {
+            // The header's signature, then every frame against the digests it authenticates.
+            check_head_signature(self.head.as_ref(), keys)?;
+            return self
+                .frames
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, f)| f.check(i));
+        }
         if self.single {
             return check_single_signature(self.head.as_ref(), keys);
         }
@@ -248,6 +259,9 @@ impl<B: AsRef<[u8]> + Clone> Payload<B> {
 /// first, not even the magic bytes: with a key, any change (the preamble's included) is an
 /// integrity error.
 fn check_single_signature(buf: &[u8], keys: &[Vec<u8>]) -> Result<()> {
+    if envelope::head_signature(buf).is_some() {
+        return check_head_signature(buf, keys);
+    }
     let flag_bits = *buf.get(envelope::MAGIC.len() + 1).ok_or(Error::Truncated {
         what: "the flags byte",
         offset: envelope::MAGIC.len() + 1,
@@ -266,9 +280,40 @@ fn check_single_signature(buf: &[u8], keys: &[Vec<u8>]) -> Result<()> {
     }
 }
 
-/// The signature check of a payload in parts, before its header is parsed: the last buffer
-/// signs all the others. A mismatch is `Unsigned` when the header says it is not signed.
+/// The signature check of a head-signed payload (format 1.2): the HMAC after the header
+/// checksum, over the bytes before it, located from the preamble alone.
+pub fn check_head_signature(buf: &[u8], keys: &[Vec<u8>]) -> Result<()> {
+    let Some((covered, signature)) = envelope::head_signature(buf) else {
+        return Err(Error::Truncated {
+            what: "the header's signature",
+            offset: buf.len(),
+            needed: sign::SIGNATURE_LEN,
+        });
+    };
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    if sign::verify(&refs, &[covered], signature) {
+        Ok(())
+    } else {
+        Err(Error::BadSignature)
+    }
+}
+
+/// Whether frames are verified on use: when the caller asks (the default), and always in a
+/// head-signed payload read with keys, where the digests are what authenticates the frames.
+fn must_verify(header: &Header, opts: &OpenOptions<'_>) -> bool {
+    opts.verify || (header.head_signed() && !opts.keys.is_empty())
+}
+
+/// The signature check of a payload in parts, before its header is parsed: the header's own
+/// signature (format 1.2), or the last buffer signing all the others (1.0). A mismatch is
+/// `Unsigned` when the header says it is not signed.
 fn check_split_signature<B: AsRef<[u8]>>(parts: &[B], keys: &[Vec<u8>]) -> Result<()> {
+    if let Some(head) = parts
+        .first()
+        .filter(|h| envelope::head_signature(h.as_ref()).is_some())
+    {
+        return check_head_signature(head.as_ref(), keys);
+    }
     let Some((signature, covered)) = parts.split_last().filter(|(_, rest)| !rest.is_empty()) else {
         return Err(Error::Unsigned);
     };
@@ -294,16 +339,20 @@ pub struct Frame<B> {
     owner: B,
     range: Range<usize>,
     info: FrameInfo,
+    /// The frame's block digest table (format 1.2), copied out of the header.
+    digests: Option<Box<[u8]>>,
     /// Atomic rather than `Cell` so that frames can be used with the interpreter released.
     used: AtomicBool,
     verified: AtomicBool,
 }
 
 impl<B: AsRef<[u8]>> Frame<B> {
-    fn new(owner: B, range: Range<usize>, info: FrameInfo) -> Self {
+    /// `head`: the buffer the header was parsed from (the frame's digest table lies in it).
+    fn new(owner: B, range: Range<usize>, info: FrameInfo, head: &[u8]) -> Self {
         Self {
             owner,
             range,
+            digests: info.digest_range().map(|r| head[r].into()),
             info,
             used: AtomicBool::new(false),
             verified: AtomicBool::new(false),
@@ -338,24 +387,59 @@ impl<B: AsRef<[u8]>> Frame<B> {
         self.info.codec != codec::NONE
     }
 
-    /// Whether the stored checksum (if any) matches, computed now.
+    /// Whether the stored checksum or digests (if any) match, computed now.
     pub fn checksum_ok(&self) -> Option<bool> {
-        let stored = self.info.checksum?;
-        Some(checksum::frame_checksum(self.stored(), self.info.block_checksum) == stored)
+        if self.info.checksum.is_none() && self.digests.is_none() {
+            return None;
+        }
+        Some(self.check(0).is_ok())
     }
 
-    /// Checks the stored checksum, if any.
-    fn check(&self, index: usize) -> Result<()> {
-        let Some(stored) = self.info.checksum else {
-            return Ok(());
+    /// The frame's block digest table (format 1.2), to check a part of the frame on its own
+    /// (`check_blocks`).
+    pub fn digest_table(&self) -> Option<&[u8]> {
+        self.digests.as_deref()
+    }
+
+    /// Checks `data`, the stored bytes of this frame from block `first` on (a lazy read of a
+    /// part of it), against the frame's block digests.
+    pub fn check_blocks(&self, index: usize, first: usize, data: &[u8]) -> Result<()> {
+        let (Some(d), Some(table)) = (self.info.digests, &self.digests) else {
+            return Err(Error::corrupt(format!(
+                "frame {index} has no block digests to check a part of it against"
+            )));
         };
-        let computed = checksum::frame_checksum(self.stored(), self.info.block_checksum);
-        same_checksum(index, stored, computed)
+        d.scheme
+            .check(data, first, table)
+            .map_err(|block| bad_block(index, block, d.scheme.kind == crate::digest::kind::SHA256))
+    }
+
+    /// Checks the stored checksum and digests, if any.
+    fn check(&self, index: usize) -> Result<()> {
+        if let Some(stored) = self.info.checksum {
+            let computed = checksum::frame_checksum(self.stored(), self.info.block_checksum);
+            same_checksum(index, stored, computed)?;
+        }
+        self.check_blocks_all(index)
+    }
+
+    fn check_blocks_all(&self, index: usize) -> Result<()> {
+        match self.info.digests {
+            Some(_) => self.check_blocks(index, 0, self.stored()),
+            None => Ok(()),
+        }
     }
 
     fn decompress_into(&self, dst: &mut [u8]) -> Result<()> {
         let shuffle = self.info.shuffle.map(|s| s as usize);
         compress::decompress(self.info.codec, self.stored(), shuffle, dst)
+    }
+}
+
+fn bad_block(index: usize, block: usize, signed: bool) -> Error {
+    Error::Digest {
+        what: format!("block {block} of frame {index}"),
+        signed,
     }
 }
 
@@ -464,12 +548,26 @@ impl<B: AsRef<[u8]>> Frames<B> {
         }
         let src = frame.stored();
         let check = self.verify && !frame.verified.load(Ordering::Relaxed);
-        match frame.info.checksum.filter(|_| check) {
-            Some(stored) => {
+        match (frame.info.checksum, frame.info.digests, &frame.digests) {
+            (Some(stored), _, _) if check => {
                 let computed = checksum::copy_and_checksum(dst, src, frame.info.block_checksum);
                 same_checksum(index as usize, stored, computed)?;
+                frame.check_blocks_all(index as usize)?;
             }
-            None => checksum::copy_parallel(dst, src),
+            (None, Some(d), Some(table)) if check => {
+                // Copied and hashed block by block in one pass, then compared.
+                let mut computed = vec![0u8; table.len()];
+                d.scheme.copy_and_digest(dst, src, &mut computed);
+                if computed != **table {
+                    let len = d.scheme.digest_len();
+                    let block = (computed.chunks(len).zip(table.chunks(len)))
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(0);
+                    let signed = d.scheme.kind == crate::digest::kind::SHA256;
+                    return Err(bad_block(index as usize, block, signed));
+                }
+            }
+            _ => checksum::copy_parallel(dst, src),
         }
         frame.verified.store(true, Ordering::Relaxed);
         Ok(())
@@ -547,16 +645,9 @@ mod tests {
         };
         let mut writer = EnvelopeWriter::new(&spec);
         let mut single = vec![0u8; writer.total_len()];
-        writer.write_contiguous(&mut single, frames);
-        if let Some(key) = signed_with {
-            writer.sign_contiguous(&mut single, key);
-        }
+        writer.write_contiguous(&mut single, frames, signed_with);
         let mut parts = vec![single[..writer.header_len()].to_vec()];
         parts.extend(frames.iter().map(|f| f.to_vec()));
-        if let Some(key) = signed_with {
-            let covered: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
-            parts.push(sign::sign(key, &covered).to_vec());
-        }
         (single, parts)
     }
 

@@ -108,7 +108,7 @@ fn envelope(tree: &[u8], frames: &[Vec<u8>], checksums: bool, tags: &[&str]) -> 
     let mut writer = EnvelopeWriter::new(&spec);
     let mut out = vec![0xAA; writer.total_len()];
     let sources: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
-    writer.write_contiguous(&mut out, &sources);
+    writer.write_contiguous(&mut out, &sources, None);
     out
 }
 
@@ -194,7 +194,7 @@ fn small_payloads_are_small() {
     assert_eq!(writer.total_len(), 17);
     assert!(payload.len() > 17);
     let mut out = vec![0; writer.total_len()];
-    writer.write_contiguous(&mut out, &[]);
+    writer.write_contiguous(&mut out, &[], None);
     assert!(read_all(&out).is_ok());
 }
 
@@ -342,33 +342,21 @@ fn the_parts_of_a_layout_are_the_contiguous_bytes() {
             signed,
             tree: &[Tag::None_ as u8],
         };
+        let key: Option<&[u8]> = signed.then_some(b"key");
         let mut contiguous = EnvelopeWriter::new(&spec);
         let mut want = vec![0u8; contiguous.total_len()];
-        contiguous.write_contiguous(&mut want, &sources);
-        if signed {
-            contiguous.sign_contiguous(&mut want, b"key");
-        }
+        contiguous.write_contiguous(&mut want, &sources, key);
         let mut streamed = EnvelopeWriter::new(&spec);
-        streamed.checksum_frames(&sources);
+        streamed.seal_frames(&sources);
         let mut header = vec![0u8; streamed.header_len()];
-        streamed.write_header(&mut header);
+        streamed.write_header(&mut header, key);
         let mut got: Vec<u8> = Vec::new();
-        let mut slices: Vec<&[u8]> = Vec::new();
         for part in streamed.parts() {
-            match part {
-                envelope::Part::Header => slices.push(&header),
-                envelope::Part::Padding(n) => slices.push(&envelope::ZEROS[..n]),
-                envelope::Part::Frame(i) => slices.push(sources[i]),
-                envelope::Part::Signature => {}
-            }
-        }
-        let signature = freight_core::sign::sign(b"key", &slices);
-        for slice in &slices {
-            got.extend_from_slice(slice);
-        }
-        if signed {
-            assert_eq!(streamed.parts().last(), Some(&envelope::Part::Signature));
-            got.extend_from_slice(&signature);
+            got.extend_from_slice(match part {
+                envelope::Part::Header => &header,
+                envelope::Part::Padding(n) => &envelope::ZEROS[..n],
+                envelope::Part::Frame(i) => sources[i],
+            });
         }
         assert_eq!(got, want, "signed: {signed}");
     }

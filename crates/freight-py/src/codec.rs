@@ -9,6 +9,7 @@ use pyo3::types::{PyBytes, PyList};
 
 use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer, RawBuffer};
 use crate::decode::input::{export_frame_list, export_input};
+use crate::decode::tree::{Memo, TreeDecoder};
 use crate::decode::{decode, decode_builtins, DecodeCtx, DecodeOptions};
 use crate::encode::compression::{self, StoredFrame};
 use crate::encode::dispatch::DispatchRefs;
@@ -61,14 +62,11 @@ impl Prepared {
     }
 }
 
-/// Sets the checksums of the frames that carry one (interpreter released when they are large),
+/// Seals the frames that carry a checksum or digests (interpreter released when they are large),
 /// for layouts that are not written in one pass (`write_contiguous` hashes as it copies).
-fn checksum_frames(py: Python<'_>, writer: &mut EnvelopeWriter<'_>, frames: &[&[u8]]) {
-    let summed: usize = (0..frames.len())
-        .filter(|&i| writer.has_checksum(i))
-        .map(|i| frames[i].len())
-        .sum();
-    maybe_detach(py, summed, || writer.checksum_frames(frames));
+fn seal_frames(py: Python<'_>, writer: &mut EnvelopeWriter<'_>, frames: &[&[u8]]) {
+    let sealed = writer.sealed_len();
+    maybe_detach(py, sealed, || writer.seal_frames(frames));
 }
 
 impl Codec {
@@ -186,8 +184,7 @@ impl Codec {
         let spec = prepared.spec(checksum.unwrap_or(self.checksum));
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
-        // SAFETY: write_contiguous (and sign_contiguous) write all `total` bytes before `bytes`
-        // is returned.
+        // SAFETY: write_contiguous writes all `total` bytes before `bytes` is returned.
         let (bytes, out) = unsafe { uninit_bytes(py, total)? };
         let frames = prepared.frames();
         let frame_bytes: usize = frames.iter().map(|f| f.len()).sum();
@@ -196,12 +193,7 @@ impl Codec {
         maybe_detach(
             py,
             frame_bytes.max(if key.is_some() { total } else { 0 }),
-            || {
-                writer.write_contiguous(out, &frames);
-                if let Some(key) = key {
-                    writer.sign_contiguous(out, key);
-                }
-            },
+            || writer.write_contiguous(out, &frames, key),
         );
         Ok(bytes)
     }
@@ -219,31 +211,21 @@ impl Codec {
         let prepared = self.prepare(py, obj, compression, key)?;
         let spec = prepared.spec(checksum);
         let mut writer = EnvelopeWriter::new(&spec);
-        checksum_frames(py, &mut writer, &prepared.frames());
+        seal_frames(py, &mut writer, &prepared.frames());
         let mut header = vec![0u8; writer.header_len()];
-        writer.write_header(&mut header);
+        writer.write_header(&mut header, prepared.key.as_deref());
         let parts = writer.parts();
         drop(writer);
         drop(spec);
         let Prepared {
-            encoded,
-            stored,
-            key,
+            encoded, stored, ..
         } = prepared;
-        let mut payload = PayloadParts {
+        Ok(PayloadParts {
             encoded,
             stored,
             header,
             parts,
-            signature: None,
-        };
-        if let Some(key) = key {
-            let slices = payload.slices();
-            let total: usize = slices.iter().map(|s| s.len()).sum();
-            let signature = maybe_detach(py, total, || freight_core::sign::sign(&key, &slices));
-            payload.signature = Some(signature);
-        }
-        Ok(payload)
+        })
     }
 
     fn dumps_frames_impl<'py>(
@@ -257,14 +239,13 @@ impl Codec {
         let prepared = self.prepare(py, obj, compression, key)?;
         let spec = prepared.spec(checksum);
         let mut writer = EnvelopeWriter::new(&spec);
-        checksum_frames(py, &mut writer, &prepared.frames());
+        seal_frames(py, &mut writer, &prepared.frames());
         let (encoded, stored, key) = (&prepared.encoded, &prepared.stored, &prepared.key);
         let sources = encoded.frame_slices();
         // SAFETY: write_header writes all header_len() bytes before the list is returned.
         let (header, header_out) = unsafe { uninit_bytes(py, writer.header_len())? };
-        writer.write_header(header_out);
+        writer.write_header(header_out, key.as_deref());
         let out = PyList::empty(py);
-        let mut signed_parts: Vec<&[u8]> = vec![header.as_bytes()];
         out.append(&header)?;
         for ((s, frame), &source) in stored.iter().zip(&encoded.state.frames).zip(&sources) {
             match &s.data {
@@ -274,13 +255,6 @@ impl Codec {
                     FrameBuffer::new(frame.owner(py), source.as_ptr(), source.len(), true),
                 )?)?,
             }
-            signed_parts.push(s.data.as_deref().unwrap_or(source));
-        }
-        if let Some(key) = key {
-            let total: usize = signed_parts.iter().map(|p| p.len()).sum();
-            let signature =
-                maybe_detach(py, total, || freight_core::sign::sign(key, &signed_parts));
-            out.append(PyBytes::new(py, &signature))?;
         }
         Ok(out)
     }
@@ -461,6 +435,57 @@ impl Codec {
         )?;
         let parts = freight_core::Parts::Single(export_input(data)?);
         Ok(self.decode_parts(py, parts, opts)?)
+    }
+
+    /// Decodes one node of a payload (a lazy read's entry): `data` holds the payload's bytes
+    /// where they lie, at least its header and the frames the node uses; `node` is (start, end,
+    /// memo_base) in the tree; `memo` fills the slots the node refers to outside it. Only the
+    /// frames the node uses are read and verified. Options as ``loads``.
+    #[pyo3(signature = (data, node, memo, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _loads_node<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        node: (usize, usize, usize),
+        memo: std::collections::HashMap<usize, Py<PyAny>>,
+        allow_pickle: Option<&Bound<'py, PyAny>>,
+        zero_copy: Option<&Bound<'py, PyAny>>,
+        verify: Option<&Bound<'py, PyAny>>,
+        key: Option<&Bound<'py, PyAny>>,
+        max_size: Option<&Bound<'py, PyAny>>,
+        allowed_tags: Option<&Bound<'py, PyAny>>,
+        strict_versions: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let opts = self.decode_options(
+            allow_pickle,
+            zero_copy,
+            verify,
+            key,
+            max_size,
+            allowed_tags,
+            strict_versions,
+            None,
+        )?;
+        let parts = freight_core::Parts::Single(export_input(data)?);
+        let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
+        let (start, end, base) = node;
+        let tree = ctx.tree();
+        let Some(bytes) = tree.get(start..end) else {
+            return Err(Error::corrupt(format!(
+                "node {start}..{end} lies outside the tree ({} bytes)",
+                tree.len()
+            ))
+            .into());
+        };
+        let mut slots: Memo = std::iter::repeat_with(|| None).take(base).collect();
+        for (slot, obj) in memo {
+            if slot < base {
+                slots[slot] = Some(obj);
+            }
+        }
+        let mut decoder = TreeDecoder::with_memo(py, &ctx, slots);
+        Ok(decoder.root(bytes)?)
     }
 
     /// Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame).

@@ -57,6 +57,15 @@ fn frame_entry<'py>(
     entry.set_item("block_checksum", info.block_checksum)?;
     entry.set_item("checksum", info.checksum.map(|c| format!("{c:016x}")))?;
     entry.set_item("checksum_ok", facts.checksum_ok)?;
+    // Block digests (format 1.2): their kind and block size, for lazy reads of a part.
+    let digests = info.digests.map(|d| {
+        let kind = match d.scheme.kind {
+            freight_core::digest::kind::SHA256 => "sha256",
+            _ => "xxh3",
+        };
+        (kind, d.scheme.block())
+    });
+    entry.set_item("digests", digests)?;
     Ok(entry)
 }
 

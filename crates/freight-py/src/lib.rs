@@ -12,6 +12,7 @@ mod decode;
 mod encode;
 mod errors;
 mod inspect;
+mod lazy;
 mod limits;
 mod options;
 mod payload_parts;
@@ -40,6 +41,9 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<payload_parts::PayloadParts>()?;
     m.add_class::<storage::NativeStore>()?;
     m.add_class::<storage::StoredBuffer>()?;
+    m.add_class::<lazy::LazyHeader>()?;
+    m.add_function(wrap_pyfunction!(lazy::header_length, m)?)?;
+    m.add_function(wrap_pyfunction!(lazy::decompress_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::compressed_frames, m)?)?;

@@ -1,5 +1,5 @@
 //! `PayloadParts`: an object encoded once, in the `dumps` layout, as parts over the objects' own
-//! memory (header, zero padding, frames or their compressed bytes, signature), for a writer that
+//! memory (header with its signature when signed, zero padding, frames or their compressed bytes), for a writer that
 //! streams them (`NativeStore.put_parts`). Which part goes where is freight-core's
 //! (`EnvelopeWriter::parts`); nothing here computes an offset or reads a flag.
 
@@ -18,7 +18,6 @@ pub struct PayloadParts {
     pub(crate) stored: Vec<StoredFrame>,
     pub(crate) header: Vec<u8>,
     pub(crate) parts: Vec<Part>,
-    pub(crate) signature: Option<[u8; freight_core::sign::SIGNATURE_LEN]>,
 }
 
 impl PayloadParts {
@@ -31,7 +30,6 @@ impl PayloadParts {
                 Part::Header => self.header.as_slice(),
                 Part::Padding(n) => &ZEROS[..n],
                 Part::Frame(i) => self.stored[i].data.as_deref().unwrap_or(sources[i]),
-                Part::Signature => self.signature.as_ref().map_or(&[][..], |s| &s[..]),
             })
             .collect()
     }

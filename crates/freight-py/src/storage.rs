@@ -184,6 +184,21 @@ impl NativeStore {
         Ok(PyBytes::new(py, &data))
     }
 
+    /// Bytes of several ranges of one version of a value (`etag`, from `head`): one `bytes` per
+    /// range; a value replaced since `head` is refused, never mixed (a lazy reader's frames).
+    #[pyo3(signature = (key, ranges, etag=None))]
+    fn get_ranges<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        ranges: Vec<(u64, u64)>,
+        etag: Option<String>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let ranges: Vec<std::ops::Range<u64>> = ranges.into_iter().map(|(a, b)| a..b).collect();
+        let got = self.run(py, |store| store.get_ranges(key, &ranges, etag.as_deref()))?;
+        Ok(got.iter().map(|b| PyBytes::new(py, b)).collect())
+    }
+
     /// The whole value (read into memory, or mapped when it is a large local file).
     #[pyo3(signature = (key, progress=None))]
     fn get(

@@ -40,6 +40,6 @@ pub fn _envelope<'py>(
     };
     let mut writer = EnvelopeWriter::new(&spec);
     let mut out = vec![0u8; writer.total_len()];
-    writer.write_contiguous(&mut out, &slices);
+    writer.write_contiguous(&mut out, &slices, None);
     Ok(PyBytes::new(py, &out))
 }

@@ -18,6 +18,9 @@ pub enum Error {
     #[error("cannot open store {url:?}: {why}")]
     BadUrl { url: String, why: String },
 
+    #[error("{url}: the value under {key:?} was replaced while it was being read in parts; open it again (freight.lazy or Store.lazy) to read the new value")]
+    Changed { url: String, key: String },
+
     #[error("{url}: {what} is only possible on a local folder store (file://)")]
     NotLocal { url: String, what: &'static str },
 

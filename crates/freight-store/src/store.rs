@@ -24,6 +24,9 @@ pub const PART: usize = 8 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Objects from this size are read as parallel ranges of this size.
 pub const RANGE: u64 = 16 << 20;
+/// Ranges of a lazy read closer than this are read in one request (the bytes between are
+/// fewer than a request costs in latency on S3; frames are at most 64 bytes apart).
+const COALESCE: u64 = 64 << 10;
 /// Ranged reads in flight at once.
 const RANGES_IN_FLIGHT: usize = 8;
 /// Local values from this size are mapped rather than read by `get`.
@@ -374,6 +377,89 @@ impl Store {
         .map_err(|e| self.err("load", key, e))
     }
 
+    /// Bytes of several ranges of one version of a value, for a lazy reader: `etag` is the
+    /// version its header came from, and a value replaced since is refused (`Changed`), never
+    /// mixed with the old one (each request asks for that version and its answer is checked).
+    /// Ranges closer than `COALESCE` go in one request, long ones are split in `RANGE` pieces,
+    /// `RANGES_IN_FLIGHT` requests at a time. Returns one buffer per range, in order.
+    pub fn get_ranges(
+        &self,
+        key: &str,
+        ranges: &[Range<u64>],
+        etag: Option<&str>,
+    ) -> Result<Vec<Bytes>> {
+        let path = self.path(key)?;
+        let requests = coalesce(ranges);
+        let fetched: Vec<Bytes> = block_on(async {
+            let inner = self.inner()?;
+            let changed = std::sync::atomic::AtomicBool::new(false);
+            let out = futures::stream::iter(requests.iter().cloned())
+                .map(|range| {
+                    let (inner, path, changed) = (&inner, &path, &changed);
+                    async move {
+                        let options = object_store::GetOptions {
+                            range: Some(object_store::GetRange::Bounded(range)),
+                            if_match: etag.map(str::to_owned),
+                            ..Default::default()
+                        };
+                        match inner.get_opts(path, options).await {
+                            Ok(got) => {
+                                if etag.is_some() && got.meta.e_tag.as_deref() != etag {
+                                    changed.store(true, std::sync::atomic::Ordering::Relaxed);
+                                }
+                                got.bytes().await
+                            }
+                            Err(object_store::Error::Precondition { .. }) => {
+                                changed.store(true, std::sync::atomic::Ordering::Relaxed);
+                                Ok(Bytes::new())
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                })
+                .buffered(RANGES_IN_FLIGHT)
+                .try_collect::<Vec<_>>()
+                .await;
+            if changed.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(None);
+            }
+            out.map(Some)
+        })
+        .map_err(|e| self.err("load", key, e))?
+        .ok_or_else(|| Error::Changed {
+            url: self.url.clone(),
+            key: key.to_owned(),
+        })?;
+        // Each asked-for range out of the requests that hold it.
+        let mut out = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let mut parts = Vec::new();
+            for (request, bytes) in requests.iter().zip(&fetched) {
+                let start = range.start.max(request.start);
+                let end = range.end.min(request.end);
+                if start < end {
+                    let (a, b) = (
+                        (start - request.start) as usize,
+                        (end - request.start) as usize,
+                    );
+                    if b > bytes.len() {
+                        return Err(Error::Changed {
+                            url: self.url.clone(),
+                            key: key.to_owned(),
+                        });
+                    }
+                    parts.push(bytes.slice(a..b));
+                }
+            }
+            out.push(match parts.len() {
+                0 => Bytes::new(),
+                1 => parts.pop().expect("one part"),
+                _ => Bytes::from(parts.concat()),
+            });
+        }
+        Ok(out)
+    }
+
     /// The first `len` bytes of a value (fewer if it is shorter).
     pub fn get_head(&self, key: &str, len: u64) -> Result<(Bytes, Meta)> {
         let path = self.path(key)?;
@@ -566,4 +652,42 @@ fn unique() -> String {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     format!("{}-{nanos:x}", std::process::id())
+}
+
+/// The requests that read `ranges`: sorted, merged when closer than `COALESCE`, and split in
+/// `RANGE` pieces so that a long range is read in parallel.
+fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
+    sorted.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end + COALESCE => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+        .into_iter()
+        .flat_map(|r| {
+            (r.start..r.end)
+                .step_by(RANGE as usize)
+                .map(move |s| s..(s + RANGE).min(r.end))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod coalesce_tests {
+    use super::*;
+
+    #[test]
+    fn near_ranges_merge_and_long_ones_split() {
+        assert_eq!(coalesce(&[10..20, 0..5, 30..40]), vec![0..40]);
+        assert_eq!(
+            coalesce(&[0..5, COALESCE + 10..COALESCE + 20]),
+            vec![0..5, COALESCE + 10..COALESCE + 20]
+        );
+        assert_eq!(coalesce(&[0..RANGE + 1]), vec![0..RANGE, RANGE..RANGE + 1]);
+        assert_eq!(coalesce(&[5..5]), Vec::<Range<u64>>::new());
+    }
 }

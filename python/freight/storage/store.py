@@ -251,6 +251,34 @@ class Store(MutableMapping[str, Any]):
                 raise
             raise error from None
 
+    def lazy(self, key: str, /, **options: Any) -> Any:
+        """The value under ``key``, opened without reading it: a :class:`freight.LazyValue`.
+
+        Reads the header alone (one ranged read of 64 KiB on S3; a local file is mapped).
+        ``lv[name]`` then reads one entry of a stored dict, list or tuple, ``lv[name][a:b]`` only
+        the blocks that hold those rows of an array, ``lv.load()`` everything; each read asks for
+        the version whose header was read (a value replaced meanwhile raises
+        :class:`freight.StorageError`, never mixes two versions). Frames are verified as they
+        are read; with a key, the header's signature is checked before anything else, and every
+        block read is authenticated. A persistent value (a dask array kept as zarr) comes back
+        as its serializer loads it: lazy already.
+
+        Args:
+            **options: for :meth:`freight.Freight.loads` (``allow_pickle``, ``verify``, ``key``,
+                ``allowed_tags``, ``max_size``, ``zero_copy``, ``strict_versions``).
+
+        Raises:
+            KeyNotFoundError: nothing is stored under ``key``.
+            DeserializationError: the stored bytes are not a payload (``IntegrityError`` for a
+                bad signature; a payload signed before format 1.2 can only be loaded whole).
+        """
+        from freight._lazy import open_stored
+
+        transfer = Transfer(key) if self._adapters else None
+        return open_stored(
+            self._native, key, self.freight, options, lambda call, *a, **k: self._run(transfer, call, *a, **k)
+        )
+
     def exists(self, key: str, /) -> bool:
         return self._native.exists(key)
 

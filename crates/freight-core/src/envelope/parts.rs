@@ -2,8 +2,9 @@
 //! objects' own memory and never assembles the payload), and the frame checksums such writers
 //! set themselves: the same bytes `EnvelopeWriter::write_contiguous` writes in one buffer.
 
-use super::{frame_start, EnvelopeWriter, ALIGN};
-use crate::checksum;
+use rayon::prelude::*;
+
+use super::{frame_start, EnvelopeWriter, Sealed, ALIGN, PARALLEL_FRAMES};
 
 /// A part of the contiguous layout (see `EnvelopeWriter::parts`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,7 +13,6 @@ pub enum Part {
     /// This many zero bytes (at most `ALIGN`: take them from `ZEROS`).
     Padding(usize),
     Frame(usize),
-    Signature,
 }
 
 /// Zero bytes for the padding before a frame.
@@ -21,8 +21,8 @@ pub static ZEROS: [u8; ALIGN] = [0; ALIGN];
 impl EnvelopeWriter<'_> {
     /// The contiguous layout as the sequence of its parts, for writers that stream it (a store
     /// writes the parts from the objects' own memory, never assembling the payload): the header,
-    /// each frame after its zero padding (`ZEROS[..n]`), then the signature when signed (over
-    /// every part before it: `sign::sign`). The same bytes `write_contiguous` writes.
+    /// then each frame after its zero padding (`ZEROS[..n]`). The same bytes `write_contiguous`
+    /// writes.
     pub fn parts(&self) -> Vec<Part> {
         let mut parts = Vec::with_capacity(2 * self.frame_lens.len() + 2);
         parts.push(Part::Header);
@@ -35,20 +35,33 @@ impl EnvelopeWriter<'_> {
             parts.push(Part::Frame(i));
             end = start + len as usize;
         }
-        if self.signed {
-            parts.push(Part::Signature);
-        }
         parts
     }
 
-    /// Sets every frame's checksum from its stored bytes (`frames`: one per frame), for layouts
-    /// that are not written by `write_contiguous` (which checksums in the same pass as its copy).
-    pub fn checksum_frames(&mut self, frames: &[&[u8]]) {
-        for (i, frame) in frames.iter().enumerate() {
-            if self.has_checksum(i) {
-                let sum = checksum::frame_checksum(frame, self.block_checksum(i));
-                self.set_frame_checksum(i, sum);
-            }
+    /// Seals every frame (checksum or block digests) from its stored bytes (`frames`: one per
+    /// frame), for layouts that are not written by `write_contiguous` (which hashes in the same
+    /// pass as its copy); several frames totalling `PARALLEL_FRAMES` bytes hash side by side.
+    pub fn seal_frames(&mut self, frames: &[&[u8]]) {
+        assert_eq!(frames.len(), self.seals.len(), "one source per frame");
+        let seals = &self.seals;
+        let total: usize = frames.iter().map(|f| f.len()).sum();
+        let sealed: Vec<Sealed> = if frames.len() > 1 && total >= PARALLEL_FRAMES {
+            crate::parallel::run(|| {
+                seals
+                    .par_iter()
+                    .zip(frames.par_iter())
+                    .map(|(seal, frame)| seal.compute(frame))
+                    .collect()
+            })
+        } else {
+            seals
+                .iter()
+                .zip(frames)
+                .map(|(seal, frame)| seal.compute(frame))
+                .collect()
+        };
+        for (i, sealed) in sealed.into_iter().enumerate() {
+            self.seals[i].fill(&mut self.prefix, sealed);
         }
     }
 }
