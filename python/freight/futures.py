@@ -7,8 +7,9 @@ without touching any global state.
         means = list(ex.map(column_means, frames))
 
 Each call's function and arguments travel as one freight value (:func:`freight.dumps_frames`),
-and so does its result: frames of :data:`freight.shm.THRESHOLD` bytes and more in shared memory
-(written once by the sender, mapped copy-on-write by the receiver), the rest in the pipe. Because
+and so does its result: frames of 64 KiB and more (``freight.carrier.THRESHOLDS["processes"]``)
+carried as a ``freight.carrier.Ref`` through shared memory (written once by the sender, mapped
+copy-on-write by the receiver), the rest in the pipe. Because
 the function goes through freight's pickle bridge (cloudpickle where plain pickle cannot), lambdas
 and closures can be submitted too. Nothing is registered anywhere: other pools and queues in the
 program keep pickle's behaviour (:func:`freight.integrations.multiprocessing.install` is the

@@ -1,8 +1,10 @@
-"""Shared-memory hand-off of freight frames between processes on one machine.
+"""Shared-memory segments between processes on one machine: the mechanism under the carrier's
+``SharedMemory`` backend (:mod:`freight.carrier`), which lays frames out and names them in a
+``Ref``; this module writes, maps, unlinks and lends segments.
 
 A value's large frames are written once into a named POSIX shared-memory segment (a tmpfs file
-under ``/dev/shm``); the pickle stream carries only the header, the small frames and the
-segment's name. The receiver opens the segment, **unlinks it at once**, maps it privately
+under ``/dev/shm``); the message carries a reference naming the segment. The receiver opens the
+segment, **unlinks it at once**, maps it privately
 (``MAP_PRIVATE``: copy on write) and closes the descriptor, so from then on the segment has no
 name and is freed by the kernel when the last array viewing the mapping goes.
 
@@ -18,17 +20,18 @@ exits, ``kill -9`` included. See docs/integrations/multiprocessing.md for the li
 
 **Lending a received segment back** (no copy): a process that sends on a frame lying in a segment
 it received, unchanged (``/proc/self/pagemap`` shows none of its pages copied on write), does not
-write it again. The message names the process, its descriptor of the segment and the segment's
-identity (device, inode); the receiver opens ``/proc/<pid>/fd/<fd>``, checks the identity, maps it
-and acknowledges by sending the loan's token to the lender's acknowledgement socket (a Unix
-datagram socket in the abstract namespace: it has no file, and goes with its process). The lender
-keeps the mapping pinned until it reads that acknowledgement (whenever it shares, attaches or lends
-again). A lender that exits with a loan unacknowledged first copies the segment to the
-fallback name the message carries (registered with the resource tracker, like any segment), which
-the receiver opens when the lender is gone.
+write it again. The loan's name (:func:`lent`: a key in the carrier's ``Ref``) names the process,
+its descriptor of the segment and the segment's identity (device, inode); the receiver opens
+``/proc/<pid>/fd/<fd>``, checks the identity, maps it and acknowledges by sending the loan's token
+to the lender's acknowledgement socket (a Unix datagram socket in the abstract namespace: it has no
+file, and goes with its process). The lender keeps the mapping pinned until it reads that
+acknowledgement (whenever it writes, attaches or lends again). A lender that exits with a loan
+unacknowledged first copies the segment to the fallback name the loan's name starts with
+(registered with the resource tracker, like any segment), which the receiver opens when the lender
+is gone.
 
-Everything here fails soft: no ``/dev/shm``, not enough room in it, a full descriptor table:
-:func:`share` returns None and the caller sends the frames in the pickle stream as before.
+No ``/dev/shm`` or not enough room in it: :func:`write` returns False and writes nothing (the
+carrier raises ``RefError``, and the process integrations send the value through the pipe).
 """
 
 from __future__ import annotations
@@ -42,19 +45,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from freight.exceptions import DeserializationError
+from freight.exceptions import DeserializationError, RefError, RefGoneError
 
 __all__ = [
-    "THRESHOLD", "DIRECTORY", "PREFIX", "SharedMemoryLostError", "share", "attach", "discard", "lender", "lend",
-    "open_lent",
-    "stats", "available", "segments",
+    "DIRECTORY", "PREFIX", "SharedMemoryLostError", "write", "attach", "discard", "lent", "open_loan", "is_loan",
+    "end_loan", "stats", "available", "segments",
 ]  # fmt: skip
-
-#: Frames of at least this many bytes go through shared memory, smaller ones in the pickle stream.
-#: Measured (docs/integrations/multiprocessing.md), one float64 array to a forkserver Pool worker
-#: and back: the pipe is faster for small arrays, shared memory from this size on, by more the
-#: larger the array.
-THRESHOLD = 64 * 1024
 
 DIRECTORY = "/dev/shm"
 #: At most this many received segments are kept lendable at once (each keeps a descriptor open).
@@ -63,15 +59,14 @@ LENDABLE = int(os.environ.get("FREIGHT_SHM_LENDABLE", "256"))
 #: Segment names are ``frt-<creator pid>-<random>``: the pid tells a leak's origin at a glance.
 PREFIX = "frt-"
 
-_ALIGN = 64  # frames start on 64-byte boundaries: numpy and Arrow want aligned buffers
 _CHUNK = 1 << 30  # one write() moves at most ~2 GiB on Linux
 
 _LOCK = threading.RLock()  # re-entered by a mapping's finalizer run by the collector
 _STATS = {"segments": 0, "bytes": 0, "fallbacks": 0, "attached": 0, "lent": 0, "lent_bytes": 0}
 
 
-class SharedMemoryLostError(DeserializationError):
-    """A message names a shared-memory segment that no longer exists."""
+class SharedMemoryLostError(RefGoneError):
+    """A message names a shared-memory segment that no longer exists (a ``RefGoneError``)."""
 
 
 def stats() -> dict[str, int]:
@@ -131,69 +126,51 @@ def tracker_ready() -> None:
         pass
 
 
-def share(
-    frames: Sequence[Any], *, name: str | None = None, packed: bool = False
-) -> tuple[str, list[tuple[int, int]]] | None:
-    """Writes ``frames`` (buffers) into one new segment. Returns its name and each frame's
-    ``(offset, length)``, or None when shared memory cannot take them (the caller falls back to
-    the pipe; nothing is left behind). ``name``: the segment's (``frt-...``; default a fresh
-    one); ``packed``: frames back to back, not each on a 64-byte boundary (the carrier lays out
-    its frames itself)."""
+def write(name: str, frames: Sequence[Any]) -> bool:
+    """Writes ``frames`` (buffers) back to back into the new segment ``name`` (``frt-...``).
+    False when shared memory cannot take them (none, or not 64 MiB to spare after them): nothing is
+    left behind."""
     if not available():
-        return None
+        return False
     _settle_acknowledged()
-    layout = []
-    end = 0
     views = [memoryview(f).cast("B") for f in frames]
-    for v in views:
-        layout.append((end, v.nbytes))
-        end = end + v.nbytes if packed else (end + v.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+    end = sum(v.nbytes for v in views)
     try:
         st = os.statvfs(DIRECTORY)
         if st.f_bavail * st.f_frsize < end + (64 << 20):  # keep 64 MiB for everyone else
             _count("fallbacks")
-            return None
+            return False
+        fd = os.open(os.path.join(DIRECTORY, name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     except OSError:
         _count("fallbacks")
-        return None
-    name = name or f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
-    path = os.path.join(DIRECTORY, name)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except OSError:
-        _count("fallbacks")
-        return None
+        return False
     # Registered before the first byte is written: a sender killed from here on leaves a name the
     # tracker knows about.
     _tracker("register", name)
     try:
         # write(), not a writable mapping: a full tmpfs fails write() with ENOSPC, while a store
         # into a mapping past the room left would kill the process with SIGBUS.
-        for (offset, _), v in zip(layout, views):
+        offset = 0
+        for v in views:
             done = 0
             while done < v.nbytes:
                 done += os.pwrite(fd, v[done : done + _CHUNK], offset + done)
-        if end:
-            os.ftruncate(fd, end)
+            offset += v.nbytes
     except OSError as e:
         os.close(fd)
-        _discard(name)
+        discard(name)
         if e.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM, errno.EDQUOT):
             raise
         _count("fallbacks")
-        return None
+        return False
     os.close(fd)
     _count("segments")
-    _count("bytes", sum(v.nbytes for v in views))
-    return name, layout
+    _count("bytes", end)
+    return True
 
 
 def discard(name: str) -> None:
     """Unlinks the segment ``name`` (if it is still there) and forgets it in the resource tracker."""
-    _discard(name)
-
-
-def _discard(name: str) -> None:
     try:
         os.unlink(os.path.join(DIRECTORY, name))
     except OSError:
@@ -201,13 +178,10 @@ def _discard(name: str) -> None:
     _tracker("unregister", name)
 
 
-def attach(
-    name: str, layout: Sequence[tuple[int, int]], writable: Sequence[bool], *, unlink: bool = True
-) -> list[memoryview]:
-    """Opens the segment ``name``, unlinks it, maps it copy-on-write and returns a view per frame
-    (writable where ``writable`` says so, read-only otherwise). The mapping lives as long as the
-    views and what is built on them. ``unlink=False`` leaves the segment for other readers (then
-    :func:`discard` removes it)."""
+def attach(name: str, *, unlink: bool = True) -> memoryview:
+    """Opens the segment ``name``, unlinks it (unless ``unlink=False``: then :func:`discard`
+    removes it), maps it copy-on-write and returns the mapping (writable, private to this process),
+    which lives as long as views of it do."""
     path = os.path.join(DIRECTORY, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -226,18 +200,18 @@ def attach(
     # Unlinked before anything else can fail: from here the segment is freed with its last
     # mapping, whatever happens to this process.
     if unlink:
-        _discard(name)
-    return _map(fd, layout, writable)
+        discard(name)
+    return _map(fd)
 
 
-def _map(fd: int, layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -> list[memoryview]:
-    """Maps the segment open on ``fd`` (which it takes over) and returns the frames' views."""
+def _map(fd: int) -> memoryview:
+    """Maps the segment open on ``fd`` (which it takes over)."""
     _settle_acknowledged()
     try:
         st = os.fstat(fd)
         if not st.st_size:
             os.close(fd)
-            return [memoryview(b"")[:0] for _ in layout]
+            return memoryview(b"")
         # MAP_PRIVATE: the receiver's writes stay its own (copy on write, page by page); PROT_WRITE
         # on a read-only descriptor is allowed for private mappings.
         mm = mmap.mmap(fd, st.st_size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
@@ -247,7 +221,7 @@ def _map(fd: int, layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -
     _count("attached")
     _exit_hook()
     whole = memoryview(mm)
-    # The descriptor stays open as long as the mapping: it is what a lend names (see lend()). The
+    # The descriptor stays open as long as the mapping: it is what a loan names (see lent()). The
     # mapping holds a descriptor of its own too, so at most LENDABLE mappings keep a second one:
     # a process holding thousands of received values must not run out of descriptors.
     lo = _address(whole)
@@ -257,10 +231,7 @@ def _map(fd: int, layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -
         weakref.finalize(mm, _forget, lo, fd)
     else:
         os.close(fd)
-    return [
-        whole[off : off + n] if w else whole[off : off + n].toreadonly()
-        for (off, n), w in zip(layout, writable)
-    ]  # fmt: skip
+    return whole
 
 
 def _address(buf: Any) -> int:
@@ -349,12 +320,30 @@ def _forget(lo: int, fd: int) -> None:
     os.close(fd)
 
 
-def lender(frame: Any) -> tuple[_Mapping, int] | None:
-    """The received mapping that holds ``frame`` whole, and the frame's offset in it, if none of
-    the frame's pages was written since it was received (a page written is copied on write: it is
-    no longer the segment's); else None."""
+def lent(frames: Sequence[Any]) -> list[tuple[str, int, int] | None]:
+    """For each frame: ``(loan name, the frame's offset in the segment, the segment's size)`` when
+    it lies whole in a segment this process received and none of its pages was written since (a
+    page written is copied on write: no longer the segment's); else None (write it). One loan per
+    segment, pinned until its receiver acknowledges it (:func:`open_loan`)."""
     if not _MAPPINGS:
-        return None
+        return [None] * len(frames)
+    out: list[tuple[str, int, int] | None] = []
+    loans: dict[int, str | None] = {}  # mapping start -> its loan's name in this message
+    for frame in frames:
+        found = _lender(frame)
+        if found is None:
+            out.append(None)
+            continue
+        mapping, offset = found
+        if mapping.lo not in loans:
+            loans[mapping.lo] = _lend(mapping)
+        name = loans[mapping.lo]
+        out.append(None if name is None else (name, offset, mapping.hi - mapping.lo))
+    return out
+
+
+def _lender(frame: Any) -> tuple[_Mapping, int] | None:
+    """The received mapping that holds ``frame`` whole and unchanged, and the frame's offset in it."""
     view = memoryview(frame)
     n = view.nbytes
     if not n:
@@ -387,11 +376,14 @@ def _unchanged(addr: int, n: int) -> bool:
     return len(entries) == last - first + 1 and not bool(((present & ~file_page & np.uint64(1)) | swapped).any())
 
 
-def lend(mapping: _Mapping) -> tuple[Any, ...] | None:
-    """Lends a received segment to the next receiver: returns what the message carries
-    (``(pid, fd, dev, ino, token, acknowledgement address, fallback)``) and pins the mapping until
-    the receiver acknowledges; None if this process cannot take acknowledgements (the caller
-    copies instead)."""
+_LOAN = ".lent-"  # a loan's name: <fallback name>.lent-<fd>-<dev>-<inode>-<acknowledgement tag>
+
+
+def _lend(mapping: _Mapping) -> str | None:
+    """Lends a received segment to the next receiver: the loan's name, which says how to reach it
+    (``/proc/<pid>/fd/<fd>``, its identity, where to acknowledge, the fallback name it is copied to
+    if this process exits first); the mapping stays pinned until the acknowledgement. None if this
+    process cannot take acknowledgements (the caller writes the frame instead)."""
     _settle_acknowledged()
     mm = mapping.mm()
     if mm is None or not _ack_socket():
@@ -402,7 +394,32 @@ def lend(mapping: _Mapping) -> tuple[Any, ...] | None:
         _LENT[token] = (mapping.lo, mm, fallback)
     _count("lent")
     _count("lent_bytes", mapping.hi - mapping.lo)
-    return (os.getpid(), mapping.fd, mapping.dev, mapping.ino, token, _ACKS[1], fallback)
+    tag = _ACKS[1].rpartition("-")[2]
+    return f"{fallback}{_LOAN}{mapping.fd}-{mapping.dev}-{mapping.ino}-{tag}"
+
+
+def is_loan(name: str) -> bool:
+    return _LOAN in name
+
+
+def loan_parses(name: str) -> bool:
+    try:
+        _loan(name)
+    except RefError:
+        return False
+    return True
+
+
+def _loan(name: str) -> tuple[int, int, int, int, int, str, str]:
+    """A loan's (pid, fd, dev, ino, token, acknowledgement address, fallback name)."""
+    fallback, _, rest = name.partition(_LOAN)
+    try:
+        pid, token = fallback[len(PREFIX) :].split("-")
+        fd, dev, ino, tag = rest.split("-")
+        int(tag, 16)
+        return int(pid), int(fd), int(dev), int(ino), int(token, 16), f"\0freight-ack-{pid}-{tag}", fallback
+    except ValueError:
+        raise RefError(f"{name[:200]!r} is not the name of a shared-memory loan: the reference is corrupt") from None
 
 
 def _ack_socket() -> bool:
@@ -425,16 +442,18 @@ def _ack_socket() -> bool:
     return True
 
 
-def open_lent(loan: Sequence[Any], layout: Sequence[tuple[int, int]], writable: Sequence[bool]) -> list[memoryview]:
-    """The receiving side of :func:`lend`: maps the lender's segment (or, the lender gone, its
-    fallback copy) and acknowledges the loan."""
-    pid, lfd, dev, ino, token, address, fallback = loan
+def open_loan(name: str, *, unlink: bool = True) -> memoryview:
+    """The receiving side of a loan (:func:`lent`): maps the lender's segment (or, the lender gone,
+    its fallback copy) and acknowledges the loan."""
+    pid, lfd, dev, ino, token, address, fallback = _loan(name)
     fd = None
     denied = None
     try:
         fd = os.open(f"/proc/{pid}/fd/{lfd}", os.O_RDONLY | os.O_CLOEXEC)
         st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) != (dev, ino):  # the lender exited and the number names another file
+        # the lender exited and the number names another file, or the name was forged: only the
+        # segment it names, in /dev/shm, is ever mapped
+        if (st.st_dev, st.st_ino) != (dev, ino) or st.st_dev != os.stat(DIRECTORY).st_dev:
             os.close(fd)
             fd = None
     except PermissionError as e:
@@ -443,7 +462,7 @@ def open_lent(loan: Sequence[Any], layout: Sequence[tuple[int, int]], writable: 
         fd = None
     if fd is None:
         try:
-            return attach(fallback, layout, writable)
+            return attach(fallback, unlink=unlink)
         except SharedMemoryLostError:
             if denied is not None:
                 raise SharedMemoryLostError(
@@ -457,9 +476,21 @@ def open_lent(loan: Sequence[Any], layout: Sequence[tuple[int, int]], writable: 
                 "before this process mapped it, without leaving a copy (killed, or /dev/shm full): "
                 "the value is lost; send it again"
             ) from None
-    views = _map(fd, layout, writable)
+    whole = _map(fd)
     _acknowledge(address, token)  # mapped: the lender may unpin
-    return views
+    return whole
+
+
+def end_loan(name: str) -> None:
+    """Ends a loan without reading it: unpinned (the lender's side) or acknowledged (anyone
+    else's), and its fallback copy, if one was made, unlinked."""
+    _, _, _, _, token, address, fallback = _loan(name)
+    with _LOCK:
+        mine = _LENT.pop(token, None) is not None
+    if not mine:
+        _acknowledge(address, token)
+    if os.path.exists(os.path.join(DIRECTORY, fallback)):
+        discard(fallback)
 
 
 def _acknowledge(address: str, token: int) -> None:
@@ -516,7 +547,7 @@ def _settle_at_exit() -> None:
             _tracker("register", fallback)
             os.rename(os.path.join(DIRECTORY, partial), os.path.join(DIRECTORY, fallback))
         except OSError:
-            _discard(partial)  # no room left: the receiver reports the value lost (SharedMemoryLostError)
+            discard(partial)  # no room left: the receiver reports the value lost (SharedMemoryLostError)
         else:
             _tracker("unregister", partial)
         del mm

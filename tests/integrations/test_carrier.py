@@ -173,17 +173,39 @@ def test_not_references():
         with pytest.raises(carrier.RefError):
             carrier.get(bad)
     wire = bytearray(bytes(carrier.put(1, carrier.StoreBackend("memory://"))))
-    wire[11] = 2
-    with pytest.raises(carrier.RefError, match="version 2 .* upgrade freight"):
+    wire[11] = 3
+    with pytest.raises(carrier.RefError, match="version 3 .* versions 1 to 2: upgrade freight"):
         carrier.get(bytes(wire))
     with pytest.raises(carrier.RefError, match="truncated or corrupt"):
-        carrier.get(bytes(wire[:-3]).replace(b"FREIGHT-REF\x02", b"FREIGHT-REF\x01"))
+        carrier.get(bytes(wire[:-3]).replace(b"FREIGHT-REF\x03", b"FREIGHT-REF\x01"))
     with pytest.raises(freight.OptionError):
         carrier.put(1, object())
     with pytest.raises(freight.OptionError):
         carrier.put(1, carrier.StoreBackend("memory://"), lifetime="forever")
     with pytest.raises(freight.OptionError):
         carrier.ttl(0)
+
+
+def test_wire_versions(backend):
+    """A reference is written in version 1 unless it needs version 2 (read-only frames, objects
+    lent): readers of version 1 read every other one. Version 2 keeps each frame's flag."""
+    plain = carrier.put(_value(), backend, lifetime="until-released")
+    assert bytes(plain)[11] == 1
+    flagged = carrier.put(carrier.Frames(freight.dumps_frames(BIG)), backend, writable=lambda i, f: i != 1)
+    assert bytes(flagged)[11] == 2
+    frames = carrier.get_frames(bytes(flagged), backend)
+    assert frames[1].readonly and not carrier.Ref.from_bytes(bytes(flagged)).frames[0].read_only
+    np.testing.assert_array_equal(freight.loads_frames(frames), BIG)
+    _same(carrier.get(plain, backend))
+    carrier.release(plain, backend)
+    wire = bytearray(bytes(carrier.put(carrier.Frames(freight.dumps_frames(BIG)), backend, writable=False)))
+    try:
+        wire[-8:] = (1 << 40).to_bytes(8, "little")  # the last frame's length past its object
+        with pytest.raises(carrier.RefError, match="do not lie within the objects it names"):
+            carrier.get(bytes(wire), backend)
+    finally:
+        wire[-8:] = BIG.nbytes.to_bytes(8, "little")
+        carrier.release(bytes(wire), backend)
 
 
 def test_truncated_object_is_refused_whole(backend):

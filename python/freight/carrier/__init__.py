@@ -21,7 +21,18 @@ from __future__ import annotations
 from freight.carrier.backend import Backend
 from freight.carrier.backends import RedisBackend, SharedMemory, StoreBackend
 from freight.carrier.ref import READ_ONCE, UNTIL_RELEASED, Lifetime, Ref, is_ref, task, ttl
-from freight.carrier.transfer import THRESHOLD, Frames, carries, get, get_frames, put, release, sweep, threshold
+from freight.carrier.transfer import (
+    THRESHOLD,
+    THRESHOLDS,
+    Frames,
+    carries,
+    get,
+    get_frames,
+    put,
+    release,
+    sweep,
+    threshold,
+)
 from freight.exceptions import RefError, RefGoneError, RefSignatureError
 
 __all__ = [
@@ -39,6 +50,7 @@ __all__ = [
     "ttl",
     "task",
     "THRESHOLD",
+    "THRESHOLDS",
     "threshold",
     "carries",
     "Backend",

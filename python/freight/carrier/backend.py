@@ -15,7 +15,9 @@ threshold, signing, lifetimes, errors):
 - ``delete(key)``: remove it; nothing to remove is no error.
 - ``exists(key)``: whether it is there.
 
-Optionally ``keys()`` (the objects under ``namespace``, for :func:`freight.carrier.sweep`) and
+Optionally ``keys()`` (the objects under ``namespace``, for :func:`freight.carrier.sweep`),
+``lend(frames)`` (for each frame, ``(key, offset, size)`` of an object already in the backend that
+holds it, which the reference then names instead of storing it again, or None) and
 ``open(location)`` (a classmethod: the backend a reference names, for readers that were given
 none). Subclasses with a ``name`` are registered by it.
 """
@@ -90,6 +92,11 @@ class Backend:
 
     def keys(self) -> Iterable[str]:
         return ()
+
+    def lend(self, frames: Sequence[Any]) -> list[tuple[str, int, int] | None]:
+        """Per frame, ``(key, offset, size of that object)`` when it lies in an object the backend
+        already holds (shared memory this process received: no copy), else None (store it)."""
+        return [None] * len(frames)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.location} {self.namespace}>"

@@ -30,8 +30,9 @@ class SharedMemory(Backend):
     """Segments in ``/dev/shm`` on this machine (the mechanism of :mod:`freight.shm`): a read maps
     the segment copy-on-write (no copy; arrays view it), a read-once read unlinks it as it opens
     it, and multiprocessing's resource tracker unlinks what is left when the program exits (a
-    reference never read, a process killed). The location names the machine's boot: a reference
-    from another machine, or from before a reboot, is refused as foreign."""
+    reference never read, a process killed). A frame that lies unchanged in a segment this process
+    received is lent (:meth:`lend`), not written again. The location names the machine's boot: a
+    reference from another machine, or from before a reboot, is refused as foreign."""
 
     name = "shm"
     namespace = shm.PREFIX
@@ -50,28 +51,39 @@ class SharedMemory(Backend):
     def new_key(self, expires: int) -> str:
         return f"{shm.PREFIX}{os.getpid()}-{secrets.token_hex(8)}" + (f".e{expires}" if expires else "")
 
+    def owns(self, key: str) -> bool:
+        # a loan's name must parse, so that a forged one is refused before anything is read
+        return super().owns(key) and (not shm.is_loan(key) or shm.loan_parses(key))
+
     def put_frames(self, key: str, frames: Sequence[Any], *, ttl: float | None = None) -> None:
         if not shm.available():
             raise RefError("this machine has no writable /dev/shm: use a StoreBackend (a folder) instead")
-        if shm.share(frames, name=key, packed=True) is None:
+        if not shm.write(key, frames):
             raise RefError(
                 f"/dev/shm has no room for {sum(memoryview(f).nbytes for f in frames)} more bytes (freight keeps "
                 "64 MiB free for others): free some (df -h /dev/shm), give the container a larger one "
                 "(docker run --shm-size=...), or carry large values through a StoreBackend on disk"
             )
 
+    def lend(self, frames: Sequence[Any]) -> list[tuple[str, int, int] | None]:
+        return shm.lent(frames)
+
     def get(self, key: str, *, consume: bool = False) -> Any:
         try:
-            size = os.stat(os.path.join(shm.DIRECTORY, key)).st_size
-            return shm.attach(key, [(0, size)], [True], unlink=consume)[0]
-        except (FileNotFoundError, shm.SharedMemoryLostError):
+            return shm.open_loan(key, unlink=consume) if shm.is_loan(key) else shm.attach(key, unlink=consume)
+        except shm.SharedMemoryLostError:
+            if shm.is_loan(key):
+                raise  # it says why: the lender exited, or /proc is closed between the processes
             return None
 
     def delete(self, key: str) -> None:
-        shm.discard(key)
+        if shm.is_loan(key):
+            shm.end_loan(key)
+        else:
+            shm.discard(key)
 
     def exists(self, key: str) -> bool:
-        return os.path.exists(os.path.join(shm.DIRECTORY, key))
+        return os.path.exists(os.path.join(shm.DIRECTORY, key.partition(".lent-")[0]))
 
     def keys(self) -> Iterable[str]:
         return shm.segments()

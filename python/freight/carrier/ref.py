@@ -16,6 +16,14 @@ Wire form, version 1 (integers little-endian)::
          length; stored frames lie back to back in the object, each on a 64-byte boundary)
     32 bytes HMAC-SHA256 of everything before it, under the codec's (first) key, when signed
 
+Version 2 (written only when a reference needs it, so that readers of version 1 still read every
+other reference) adds, after the key, ``u16`` count + per object ``u16`` length + key, ``u64``
+size: objects already in the backend that hold frames too (a shared-memory segment a process
+received and sends on unchanged: lent, not stored again); and per frame, the ``u8``'s bit 1 says
+"in one of those objects" (then ``u16`` its index from 1, ``u64`` the frame's offset in it follow
+the length) and bit 2 "read-only" (the reader gets a read-only view: the sender's array was
+read-only, or Arrow memory, which freight would otherwise copy).
+
 A reader refuses a reference it cannot parse whole, a version it does not know, or, when its codec
 has a key, one that is unsigned or whose signature does not match: before it fetches anything.
 """
@@ -31,12 +39,14 @@ from typing import Any, NamedTuple
 
 from freight.exceptions import OptionError, RefError, RefSignatureError
 
-__all__ = ["MAGIC", "VERSION", "ALIGN", "Ref", "Lifetime", "READ_ONCE", "UNTIL_RELEASED", "ttl", "task", "is_ref"]
+__all__ = ["MAGIC", "VERSION", "ALIGN", "Frame", "Ref", "Lifetime", "READ_ONCE", "UNTIL_RELEASED", "ttl", "task",
+           "is_ref", "layout"]  # fmt: skip
 
 MAGIC = b"FREIGHT-REF"
-VERSION = 1
+VERSION = 2  # the newest this freight reads and writes (it writes 1 where that holds the reference)
 ALIGN = 64  # stored frames start on 64-byte boundaries: numpy and Arrow want aligned buffers
 _SIGNED = 1
+_STORED, _ELSEWHERE, _READ_ONLY = 1, 2, 4  # a frame's u8 (version 2; version 1 knows 0 and 1)
 _KINDS = ("read-once", "ttl", "until-released", "task")
 _HEAD = struct.Struct("<BBBQQ")
 _DIGEST = 32
@@ -99,13 +109,38 @@ def keys_of(key: Any) -> list[bytes]:
     return [bytes(k) for k in keys if k is not None]
 
 
+class Frame(NamedTuple):
+    """One frame of a reference: its bytes when inline (None when stored), its length, the object
+    holding it (0: the reference's own, laid out by the carrier; i ≥ 1: ``Ref.objects[i - 1]``),
+    its offset in that object, and whether the reader gets it read-only."""
+
+    inline: Any
+    length: int
+    source: int = 0
+    offset: int = 0
+    read_only: bool = False
+
+
+def layout(lengths: Sequence[int]) -> tuple[list[int], int]:
+    """Where frames of these lengths lie when stored back to back, each on an ``ALIGN``-byte
+    boundary: their offsets and the object's size (what the carrier stores, what mpi4py's
+    ``wrap`` receives into)."""
+    offsets, end = [], 0
+    for n in lengths:
+        end += -end % ALIGN
+        offsets.append(end)
+        end += n
+    return offsets, end
+
+
 class Ref:
     """A reference to a value carried out of band: small frames inside it, large ones in a
     backend. Made by :func:`freight.carrier.put`; ``bytes(ref)`` is its wire form and
     ``Ref.from_bytes`` parses one (a parsed reference is checked, signature first, by
     :func:`freight.carrier.get` and :func:`freight.carrier.release`)."""
 
-    __slots__ = ("backend", "location", "key", "lifetime", "expires", "size", "frames", "signed", "_wire", "_body")
+    __slots__ = ("backend", "location", "key", "objects", "lifetime", "expires", "size", "frames", "signed", "_wire",
+                 "_body")  # fmt: skip
 
     def __init__(self, wire: bytes) -> None:
         self._wire = wire
@@ -125,23 +160,45 @@ class Ref:
         lifetime: Lifetime,
         expires: int,
         size: int,
-        frames: Sequence[tuple[Any, int]],
+        frames: Sequence[Frame | tuple[Any, int]],
         sign_with: bytes | None,
+        objects: Sequence[tuple[str, int]] = (),
     ) -> Ref:
-        """The reference to these fields; ``frames`` are ``(inline bytes or None, length)``."""
+        """The reference to these fields; ``frames`` are :class:`Frame` (or ``(inline bytes or
+        None, length)``: stored ones in the reference's own object), ``objects`` the other objects
+        ``(key, size)`` that frames lie in."""
+        entries = [f if isinstance(f, Frame) else Frame(*f) for f in frames]
+        version = 2 if objects or any(f.source or f.read_only for f in entries) else 1
         kind = _KINDS.index(lifetime.kind)
-        parts = [MAGIC, _HEAD.pack(VERSION, _SIGNED if sign_with else 0, kind, expires, size)]
+        parts = [MAGIC, _HEAD.pack(version, _SIGNED if sign_with else 0, kind, expires, size)]
         name, loc, k = backend.encode("ascii"), location.encode(), key.encode()
-        parts += [struct.pack("<B", len(name)), name, struct.pack("<H", len(loc)), loc]
-        parts += [struct.pack("<H", len(k)), k, struct.pack("<I", len(frames))]
-        for inline, n in frames:
-            parts.append(struct.pack("<BQ", 0 if inline is not None else 1, n))
-            if inline is not None:
-                parts.append(inline)
+        parts += [struct.pack("<B", len(name)), name, struct.pack("<H", len(loc)), loc, struct.pack("<H", len(k)), k]
+        if version == 2:
+            parts.append(struct.pack("<H", len(objects)))
+            for other, n in objects:
+                o = other.encode()
+                parts += [struct.pack("<H", len(o)), o, struct.pack("<Q", n)]
+        parts.append(struct.pack("<I", len(entries)))
+        for f in entries:
+            where = 0 if f.inline is not None else _ELSEWHERE if f.source else _STORED
+            parts.append(struct.pack("<BQ", where | (_READ_ONLY if f.read_only else 0), f.length))
+            if f.inline is not None:
+                parts.append(f.inline)
+            elif f.source:
+                parts.append(struct.pack("<HQ", f.source, f.offset))
         body = b"".join(parts)
         if sign_with:
             body += hmac.new(sign_with, body, hashlib.sha256).digest()
-        return cls(body)
+        ref = cls.__new__(cls)
+        ref._wire = body  # parsed on first use (__getattr__): a sender that only sends it never pays
+        return ref
+
+    def __getattr__(self, name: str) -> Any:
+        # called only for a slot not set yet: a built reference's fields, parsed from its wire form
+        if name == "_wire" or name not in Ref.__slots__:
+            raise AttributeError(name)
+        self._parse(self._wire)
+        return getattr(self, name)
 
     def _parse(self, wire: bytes) -> None:
         if not wire.startswith(MAGIC):
@@ -149,28 +206,51 @@ class Ref:
         at = len(MAGIC)
         try:
             version, flags, kind, self.expires, self.size = _HEAD.unpack_from(wire, at)
-            if version != VERSION:
+            if not 1 <= version <= VERSION:
                 raise RefError(
                     f"this reference is of version {version} of the carrier's wire form; this freight reads "
-                    f"version {VERSION}: upgrade freight on this side"
+                    f"versions 1 to {VERSION}: upgrade freight on this side"
                 )
             at += _HEAD.size
             self.backend, at = _field(wire, at, "<B")
             self.location, at = _field(wire, at, "<H")
             self.key, at = _field(wire, at, "<H")
+            objects: list[tuple[str, int]] = []
+            if version >= 2:
+                (count,) = struct.unpack_from("<H", wire, at)
+                at += 2
+                for _ in range(count):
+                    other, at = _field(wire, at, "<H")
+                    objects.append((other, *struct.unpack_from("<Q", wire, at)))
+                    at += 8
+            self.objects = tuple(objects)
             (count,) = struct.unpack_from("<I", wire, at)
             at += 4
-            frames: list[tuple[memoryview | None, int]] = []
+            frames: list[Frame] = []
+            stored: list[int] = []  # indices of frames in the reference's own object, laid out
             for _ in range(count):
                 where, n = struct.unpack_from("<BQ", wire, at)
                 at += 9
-                if where == 0:
+                if where & ~(_STORED | _ELSEWHERE | _READ_ONLY) or (version == 1 and where > _STORED):
+                    raise struct.error(f"frame kind {where}")
+                read_only = bool(where & _READ_ONLY)
+                if where & _ELSEWHERE:
+                    source, offset = struct.unpack_from("<HQ", wire, at)
+                    at += 10
+                    if not 1 <= source <= len(objects):
+                        raise struct.error("a frame in an object the reference does not name")
+                    frames.append(Frame(None, n, source, offset, read_only))
+                elif where & _STORED:
+                    stored.append(len(frames))
+                    frames.append(Frame(None, n, 0, 0, read_only))
+                else:
                     if at + n > len(wire):
                         raise struct.error("inline frame past the end")
-                    frames.append((memoryview(wire)[at : at + n], n))
+                    frames.append(Frame(memoryview(wire)[at : at + n], n, 0, 0, read_only))
                     at += n
-                else:
-                    frames.append((None, n))
+            offsets, _ = layout([frames[i].length for i in stored])
+            for i, offset in zip(stored, offsets):
+                frames[i] = frames[i]._replace(offset=offset)
             self.frames = tuple(frames)
         except (struct.error, UnicodeDecodeError, IndexError) as exc:
             raise RefError(
@@ -200,10 +280,22 @@ class Ref:
                 "signed with another key): refused before anything was fetched. Give both sides the same key"
             )
 
+    def validate(self) -> None:
+        """RefError unless every stored frame lies within the object that holds it (checked after
+        the signature, so that a changed signed reference is reported as such)."""
+        stored = [f for f in self.frames if f.inline is None and not f.source]
+        end = layout([f.length for f in stored])[1] if stored else 0
+        inside = all(f.offset + f.length <= self.objects[f.source - 1][1] for f in self.frames if f.source)
+        if end != self.size or not inside:
+            raise RefError(
+                "this carrier reference is corrupt (its frames do not lie within the objects it names): it was "
+                "not written by freight"
+            )
+
     @property
     def stored(self) -> bool:
         """Whether a part of the value lies in the backend (False: every frame is inline)."""
-        return self.size > 0
+        return self.size > 0 or bool(self.objects)
 
     def expired(self) -> bool:
         return bool(self.expires) and self.expires <= now_ms()

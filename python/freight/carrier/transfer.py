@@ -3,24 +3,42 @@ threshold policy that decides which frames leave."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from freight import _api
 from freight.carrier import ref as _ref
 from freight.carrier.backend import Backend, open_backend
-from freight.carrier.ref import ALIGN, READ_ONCE, Lifetime, Ref, keys_of
+from freight.carrier.ref import ALIGN, READ_ONCE, Frame, Lifetime, Ref, keys_of
 from freight.exceptions import FreightError, OptionError, RefError, RefGoneError
 
-__all__ = ["THRESHOLD", "Frames", "threshold", "carries", "put", "get", "get_frames", "release", "sweep"]
+__all__ = ["THRESHOLD", "THRESHOLDS", "Frames", "threshold", "carries", "put", "get", "get_frames", "release", "sweep"]
 
 #: Frames of at least this many bytes go to the backend; smaller ones travel inside the reference.
 #: One default for every integration, measured on Celery (redis) and Parsl (a store): below it, the
 #: round trip to the backend costs more than carrying the bytes in the message does; above it, the
 #: engine's own handling of a large message (base64 in JSON, a copy and a pickle per hop) costs
-#: several times what serializing does. docs/carrier.md gives the measurements. Integrations may
-#: set their own (multiprocessing's shared memory pays off from 64 KiB: no server round trip), and
-#: every call may pass ``threshold=``.
+#: several times what serializing does. docs/carrier.md gives the measurements. Every call may pass
+#: ``threshold=``, and an integration whose transport measured otherwise has its override below.
 THRESHOLD = 1 << 20
+
+#: The integrations whose threshold differs from :data:`THRESHOLD` (or names it), each for a
+#: measured reason (docs/carrier.md#the-threshold); read through ``threshold(integration=...)``.
+THRESHOLDS: dict[str, int] = {
+    # multiprocessing, concurrent.futures, joblib: a segment costs an open, a write and a mapping,
+    # no server round trip; the pipe copies twice and pickles: shared memory wins from 64 KiB.
+    "processes": 64 << 10,
+    # mpi4py's wrap(comm): frames of a value this large leave the one contiguous message for a
+    # second one read where they lie; below it MPI moves one contiguous message faster.
+    "mpi4py": 8 << 20,
+    # Dask's per-type handlers and Ray's polars registration: values smaller than this (their
+    # engine's size estimate) keep the engine's own path, whose fixed cost per value is lower.
+    "dask": THRESHOLD,
+    "ray": THRESHOLD,
+    # Ray: frames smaller than this stay in the pickle stream; an out-of-band buffer in Ray's
+    # object store costs more than copying a few KiB.
+    "ray-frames": 4 << 10,
+}
 
 
 class Frames(list):  # type: ignore[type-arg]
@@ -28,10 +46,15 @@ class Frames(list):  # type: ignore[type-arg]
     output, or ``[payload]`` for one ``freight.dumps`` payload) rather than a value to encode."""
 
 
-def threshold(value: int | None = None) -> int:
-    """The threshold in force: ``value`` (an integration's or a call's) or :data:`THRESHOLD`."""
+def threshold(value: int | None = None, *, integration: str | None = None) -> int:
+    """The threshold in force: ``value`` (an installation's or a call's), else ``integration``'s
+    entry in :data:`THRESHOLDS`, else :data:`THRESHOLD`."""
     if value is None:
-        return THRESHOLD
+        if integration is None:
+            return THRESHOLD
+        if integration not in THRESHOLDS:
+            raise OptionError(f"no carrier threshold for {integration!r}: one of {', '.join(THRESHOLDS)}")
+        return THRESHOLDS[integration]
     if type(value) is not int or value < 0:
         raise OptionError(f"a carrier threshold is a size in bytes (an int ≥ 0), not {value!r}")
     return value
@@ -73,11 +96,16 @@ def put(
     lifetime: Lifetime | str = READ_ONCE,
     threshold: int | None = None,
     codec: Any = None,
+    writable: bool | Callable[[int, Any], bool] = True,
 ) -> Ref:
     """Carries ``value`` (or :class:`Frames`) out of band: its frames of at least ``threshold``
     bytes (default :data:`THRESHOLD`) are stored in ``backend`` as one object, the others travel
     inside the returned :class:`Ref`. ``codec`` (default ``freight.DEFAULT``) encodes the value
     and, when it has a key, signs the reference. Nothing is stored when no frame is that large.
+    ``writable`` (one flag, or ``writable(i, frame)``) False: the reader gets that stored frame
+    read-only (a read-only array's, Arrow memory, which freight copies out of writable buffers). A
+    frame the backend already holds for this process unchanged (shared memory received and sent
+    on: ``Backend.lend``) is lent, not stored again.
 
     Raises:
         RefError: the backend could not take it (unreachable, full); nothing is left behind.
@@ -89,38 +117,50 @@ def put(
     codec = _api.DEFAULT if codec is None else codec
     frames = list(value) if isinstance(value, Frames) else codec.dumps_frames(value)
     views = [_bytes(f) for f in frames]
-    entries: list[tuple[Any, int]] = []
+    large = [i for i, v in enumerate(views) if v.nbytes and v.nbytes >= limit]  # carries(), inlined
+    held = backend.lend([frames[i] for i in large]) if large else []
+    objects: dict[str, tuple[int, int]] = {}  # lent object key -> (its index from 1, its size)
+    chosen = set(large)
+    entries: list[Any] = [None if i in chosen else (v.tobytes(), v.nbytes) for i, v in enumerate(views)]
     parts: list[Any] = []
     size = 0
-    for v in views:
-        if carries(v.nbytes, limit):
-            pad = -size % ALIGN
-            if pad:
-                parts.append(bytes(pad))
-            parts.append(v)
-            size += pad + v.nbytes
-            entries.append((None, v.nbytes))
-        else:
-            entries.append((v.tobytes(), v.nbytes))
+    for i, lent in zip(large, held):
+        v = views[i]
+        read_only = not (writable(i, frames[i]) if callable(writable) else writable)
+        if lent is not None:
+            where, offset, whole = lent
+            source = objects.setdefault(where, (len(objects) + 1, whole))[0]
+            entries[i] = Frame(None, v.nbytes, source, offset, read_only)
+            continue
+        pad = -size % ALIGN
+        if pad:
+            parts.append(bytes(pad))
+        parts.append(v)
+        size += pad + v.nbytes
+        entries[i] = Frame(None, v.nbytes, 0, 0, read_only)
     expires = _ref.now_ms() + int(life.ttl * 1000) if life.ttl else 0
     key = ""
     if size:
         key = backend.new_key(expires)
         try:
             backend.put_frames(key, parts, ttl=life.ttl)
-        except RefError:
-            raise
         except Exception as exc:  # noqa: BLE001 - the backend's own errors: redis, OSError, StorageError
-            _quietly(backend.delete, key)
+            for k in [key, *objects]:  # a failed put leaves nothing: no segment, no loan pinned
+                _quietly(backend.delete, k)
+            if isinstance(exc, RefError):
+                raise
             raise _failed(backend, f"store {size} bytes", exc) from exc
     signing = keys_of(codec.options.key)
-    return Ref.build(backend.name, backend.location, key, life, expires, size, entries, signing[0] if signing else None)
+    lent_objects = [(k, n) for k, (_, n) in objects.items()]
+    return Ref.build(backend.name, backend.location, key, life, expires, size, entries,
+                     signing[0] if signing else None, lent_objects)  # fmt: skip
 
 
 def _resolve(ref: Any, backend: Backend | None, codec: Any) -> tuple[Ref, Backend | None]:
     """The parsed, checked reference and its backend: the signature first, then whose it is."""
     ref = ref if isinstance(ref, Ref) else Ref.from_bytes(ref)
     ref.check(codec.options.key)
+    ref.validate()
     if not ref.stored:
         return ref, backend
     if backend is None:
@@ -131,9 +171,11 @@ def _resolve(ref: Any, backend: Backend | None, codec: Any) -> tuple[Ref, Backen
             f"this reference names the {ref.backend} backend at {ref.location}, not this {backend.name} backend at "
             f"{backend.location}: open it with the backend it was put in"
         )
-    if not backend.owns(ref.key):
+    for key in [ref.key] * (ref.size > 0) + [k for k, _ in ref.objects]:
+        if backend.owns(key):
+            continue
         raise RefError(
-            f"this reference names the key {ref.key[:200]!r}, outside the backend's namespace {backend.namespace!r}: "
+            f"this reference names the key {key[:200]!r}, outside the backend's namespace {backend.namespace!r}: "
             "refused (a reference may only reach the carrier's own objects)"
         )
     return ref, backend
@@ -146,7 +188,7 @@ def get_frames(ref: Any, backend: Backend | None = None, *, codec: Any = None) -
     codec = _api.DEFAULT if codec is None else codec
     ref, backend = _resolve(ref, backend, codec)
     if not ref.stored:
-        return [inline for inline, _ in ref.frames]
+        return [f.inline for f in ref.frames]
     assert backend is not None
     if ref.expired():
         _quietly(backend.delete, ref.key)
@@ -155,29 +197,37 @@ def get_frames(ref: Any, backend: Backend | None = None, *, codec: Any = None) -
             "removed; put it again with a longer ttl"
         )
     consume = ref.lifetime.kind == "read-once"
+    wholes = [_fetch(backend, ref, key, size, consume) if size else None
+              for key, size in [(ref.key, ref.size), *ref.objects]]  # fmt: skip
+    frames = []
+    for f in ref.frames:
+        if f.inline is not None:
+            frames.append(f.inline)
+        else:
+            frame = wholes[f.source][f.offset : f.offset + f.length]  # type: ignore[index]
+            frames.append(frame.toreadonly() if f.read_only else frame)
+    return frames
+
+
+def _fetch(backend: Backend, ref: Ref, key: str, size: int, consume: bool) -> memoryview:
+    """One object a reference names, checked to be the size it names."""
     try:
-        data = backend.get(ref.key, consume=consume)
+        data = backend.get(key, consume=consume)
+    except RefError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the backend's own errors
-        raise _failed(backend, f"read {ref.key}", exc) from exc
+        raise _failed(backend, f"read {key}", exc) from exc
     if data is None:
         raise RefGoneError(_gone(ref))
     whole = _bytes(data)
-    if whole.nbytes != ref.size:
+    if whole.nbytes != size:
         if not consume:
-            _quietly(backend.delete, ref.key)
+            _quietly(backend.delete, key)
         raise RefError(
-            f"the object {ref.key} in the {ref.backend} backend holds {whole.nbytes} bytes, not the {ref.size} "
+            f"the object {key} in the {ref.backend} backend holds {whole.nbytes} bytes, not the {size} "
             "its reference names: it was truncated or replaced; nothing of it was decoded. Put the value again"
         )
-    frames, at = [], 0
-    for inline, n in ref.frames:
-        if inline is not None:
-            frames.append(inline)
-        else:
-            at += -at % ALIGN
-            frames.append(whole[at : at + n])
-            at += n
-    return frames
+    return whole
 
 
 def get(ref: Any, backend: Backend | None = None, *, codec: Any = None, **options: Any) -> Any:
@@ -204,10 +254,11 @@ def release(ref: Any, backend: Backend | None = None, *, codec: Any = None) -> N
     codec = _api.DEFAULT if codec is None else codec
     ref, backend = _resolve(ref, backend, codec)
     if ref.stored and backend is not None:
-        try:
-            backend.delete(ref.key)
-        except Exception as exc:  # noqa: BLE001
-            raise _failed(backend, f"delete {ref.key}", exc) from exc
+        for key in [ref.key] * (ref.size > 0) + [k for k, _ in ref.objects]:
+            try:
+                backend.delete(key)
+            except Exception as exc:  # noqa: BLE001
+                raise _failed(backend, f"delete {key}", exc) from exc
 
 
 def sweep(backend: Backend) -> int:

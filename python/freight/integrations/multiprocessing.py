@@ -8,10 +8,11 @@ One line for the user::
 Everything those send is pickled by ``multiprocessing.reduction.ForkingPickler``. :func:`install`
 gives that class a ``reducer_override`` (pickle calls it before its own dispatch, for every object
 that is not an int, float, str or bytes): numpy arrays, torch CPU tensors, pandas, polars and
-pyarrow values become ``freight.dumps_frames`` output whose frames of :data:`freight.shm.THRESHOLD`
-bytes and more are written once into a shared-memory segment; the receiver maps it copy-on-write
-and rebuilds the value on that memory (:mod:`freight.integrations._shared_frames`). A value sent on
-unchanged from memory received that way is lent, not written again (:func:`freight.shm.lend`).
+pyarrow values become ``freight.dumps_frames`` output whose frames of 64 KiB and more
+(``freight.carrier.THRESHOLDS["processes"]``) are carried as a ``freight.carrier.Ref``: written once
+into a shared-memory segment, which the receiver maps copy-on-write and rebuilds the value on
+(:mod:`freight.integrations._shared_frames`). A value sent on unchanged from memory received that
+way is lent, not written again (:func:`freight.shm.lent`).
 Everything else is left to pickle, untouched.
 
 How workers get it without an ``initializer``: under ``spawn`` and ``forkserver`` the parent
@@ -30,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import freight
-from freight import shm
+from freight import carrier, shm
 from freight.exceptions import FreightError, OptionError, UnsafePayloadError, checks_options
 from freight.integrations import _shared_frames, flag
 
@@ -40,7 +41,7 @@ __all__ = ["install", "uninstall", "installed", "reduce", "TYPES", "InstallError
 TYPES = ("numpy", "pandas", "polars", "pyarrow", "torch")
 
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {"installed": False, "previous_override": None, "previous_loads": None}
+_STATE: dict[str, Any] = {"installed": False, "previous_override": None, "previous_loads": None, "loads": None}
 _KINDS: dict[type, Any] = {}  # exact type -> how its frames are shared (None: not ours)
 
 
@@ -209,7 +210,7 @@ class _TrustingUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) in _PROTOCOL or any(module == m or module.startswith(m + ".") for m in self.trusted):
             return super().find_class(module, name)
-        if module == "builtins":
+        if module in ("builtins", "freight.exceptions"):
             obj = super().find_class(module, name)
             if isinstance(obj, type) and issubclass(obj, BaseException):
                 return obj  # exceptions coming back from workers
@@ -229,6 +230,38 @@ def _restricted_loads(data: Any, /, **kwargs: Any) -> Any:
     return u.load()
 
 
+# -- a value whose reference cannot be read: its receiver reports it, a Pool does not hang -------------
+
+
+def _loads(data: Any, /, **kwargs: Any) -> Any:
+    """ForkingPickler's ``loads`` while installed. A value whose reference cannot be read (segment
+    gone, forged) fails its whole message: the RefError is raised here (a ProcessPoolExecutor then
+    reports BrokenProcessPool with it as the cause), except in a Pool's worker and result thread,
+    which stop at any error and leave ``map`` waiting for ever: there the task or the result becomes
+    that error, which the Pool's caller gets."""
+    before = getattr(_shared_frames.CATCHING, "failed", None)
+    failed: list[Exception] = []
+    _shared_frames.CATCHING.failed = failed
+    try:
+        obj = _STATE["loads"](data, **kwargs)
+    finally:
+        _shared_frames.CATCHING.failed = before
+    if not failed:
+        return obj
+    from multiprocessing import current_process, pool
+
+    if type(obj) is tuple and len(obj) == 5 and getattr(current_process(), "_target", None) is pool.worker:
+        return (obj[0], obj[1], _raise, (failed[0],), {})  # a task (job, i, func, args, kwds)
+    handler = getattr(pool.Pool, "_handle_results", None)
+    if type(obj) is tuple and len(obj) == 3 and getattr(threading.current_thread(), "_target", None) is handler:
+        return (obj[0], obj[1], (False, failed[0]))  # a result (job, i, (success, value))
+    raise failed[0]
+
+
+def _raise(exc: Exception) -> Any:
+    raise exc
+
+
 # -- install ------------------------------------------------------------------------------------------
 
 
@@ -239,7 +272,8 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
 
     Args:
         threshold: frames of at least this many bytes go through shared memory (default
-            :data:`freight.shm.THRESHOLD`, measured); smaller ones in the pickle stream.
+            ``freight.carrier.THRESHOLDS["processes"]``, 64 KiB, measured); smaller ones in the
+            pickle stream.
         allow_pickle: False makes every installed process refuse to unpickle anything but
             freight's values (loaded with ``allow_pickle=False``), the pool's own messages, exception
             classes and the modules in ``trusted``: a gadget sent to a worker raises
@@ -258,16 +292,16 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
     from multiprocessing.reduction import ForkingPickler
 
     with _LOCK:
-        _shared_frames.set_options(threshold=threshold or shm.THRESHOLD, allow_pickle=allow_pickle, trusted=trusted)
+        limit = carrier.threshold(threshold, integration="processes")
+        _shared_frames.set_options(threshold=limit, allow_pickle=allow_pickle, trusted=trusted)
         if not _STATE["installed"]:
             current = ForkingPickler.__dict__.get("reducer_override")
             _STATE["previous_override"] = None if current is None else current.__get__(None, ForkingPickler)
             _STATE["previous_loads"] = ForkingPickler.__dict__.get("loads")
             ForkingPickler.reducer_override = staticmethod(reduce)  # type: ignore[attr-defined]
             _STATE["installed"] = True
-        ForkingPickler.loads = (  # type: ignore[method-assign]
-            staticmethod(_restricted_loads) if not allow_pickle else _STATE["previous_loads"]
-        )
+        _STATE["loads"] = _restricted_loads if not allow_pickle else _STATE["previous_loads"]
+        ForkingPickler.loads = staticmethod(_loads)  # type: ignore[method-assign]
     # One resource tracker for the whole program: forked children share this one (spawned and
     # forkserver ones are given it), so a segment registered by its sender and unregistered by its
     # receiver is one entry in one tracker.
@@ -288,7 +322,7 @@ def uninstall() -> None:
         else:
             ForkingPickler.reducer_override = staticmethod(previous)  # type: ignore[attr-defined]
         ForkingPickler.loads = _STATE["previous_loads"]  # type: ignore[method-assign]
-        _shared_frames.set_options(allow_pickle=True, trusted=(), threshold=shm.THRESHOLD)
+        _shared_frames.set_options(allow_pickle=True, trusted=(), threshold=carrier.threshold(integration="processes"))
         _STATE["installed"] = False
 
 
