@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import freight
+from freight import carrier
 from freight import registry as _registry
 from freight.exceptions import FreightError
 from freight.integrations import check_options, require, size
@@ -84,8 +85,9 @@ TYPES = (
     ("pyarrow", "Table"),
     ("torch", "Tensor"),
 )
-#: below this size (``dask.sizeof``) a value of those types goes Dask's own way
-MIN_BYTES = 1 << 20
+#: below this size (``dask.sizeof``) a value of those types goes Dask's own way: the carrier's
+#: threshold for ``"dask"`` (``freight.carrier.THRESHOLDS``, 1 MiB, measured in docs/integrations/dask.md)
+MIN_BYTES = carrier.threshold(integration="dask")
 
 _lock = threading.Lock()
 _codec: freight.Freight = freight.DEFAULT

@@ -27,12 +27,13 @@ handshake): a rank without freight reading a freight message raises pickle's ``U
 
 from __future__ import annotations
 
-import itertools
 import struct
 import threading
 from typing import Any
 
 import freight
+from freight import carrier
+from freight.carrier.ref import ALIGN, layout
 from freight.integrations import check_options, flag
 
 try:  # mpi4py is an optional dependency (``pip install 'freight[mpi4py]'``, with an MPI library).
@@ -47,10 +48,11 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 __all__ = ["install", "uninstall", "installed", "wrap", "FreightPickle", "INLINE_LIMIT"]
 
 #: :func:`wrap`'s communicators send a value whose frames hold fewer bytes than this in one message
-#: (one freight payload, copied once on each side like pickle's), larger ones out of band. Measured
-#: on a 100k-row DataFrame (docs/integrations/mpi4py.md): sending its frames as one message of an
-#: MPI derived datatype took far longer than one contiguous message in band, which MPI moves faster.
-INLINE_LIMIT = 8 * 1024 * 1024
+#: (one freight payload, copied once on each side like pickle's), larger ones out of band: the
+#: carrier's threshold for ``"mpi4py"`` (``freight.carrier.THRESHOLDS``). Measured on a 100k-row
+#: DataFrame (docs/integrations/mpi4py.md): sending its frames as one message of an MPI derived
+#: datatype took far longer than one contiguous message in band, which MPI moves faster.
+INLINE_LIMIT = carrier.threshold(integration="mpi4py")
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {"codec": None, "pkl5": None}
@@ -58,7 +60,6 @@ _MAGIC = b"\x89FRT"  # how every freight payload starts
 # The first message of a value sent out of band: this marker, the number of frames and their
 # lengths (int64), then the header; the frames follow together as the second message.
 _OOB_MARK = b"\x89FRTOOB"
-_ALIGN = 64  # where each received frame starts in the receive buffer
 _BLOCK = 1 << 30
 _RECEIVING = threading.local()  # (communicator, status, source, tag) of a wrap() receive in progress
 
@@ -114,14 +115,15 @@ class FreightPickle:
         if status is not None:  # the receive named no source or no tag: the status says which
             source, tag = status.Get_source(), status.Get_tag()
         lengths, header = _unpack_table(first)
-        buf = MPI.buffer.allocate(sum(_aligned(n) for n in lengths) + _ALIGN)
-        start = -MPI.Get_address(buf) % _ALIGN
-        offsets = list(itertools.accumulate((_aligned(n) for n in lengths[:-1]), initial=start))
-        layout = _frames_type(lengths, offsets)
+        places, size = layout(lengths)  # the carrier's layout: back to back, each on an ALIGN boundary
+        buf = MPI.buffer.allocate(size + ALIGN)
+        start = -MPI.Get_address(buf) % ALIGN
+        offsets = [start + p for p in places]
+        datatype = _frames_type(lengths, offsets)
         try:
-            MPI.Comm.Recv(comm, [buf, 1, layout], source, tag)
+            MPI.Comm.Recv(comm, [buf, 1, datatype], source, tag)
         finally:
-            layout.Free()
+            datatype.Free()
         view = memoryview(buf)
         return self.loads_oob(header, [view[o : o + n] for o, n in zip(offsets, lengths)])
 
@@ -129,10 +131,6 @@ class FreightPickle:
 def _bytes_view(frame: Any) -> memoryview:
     view = memoryview(frame)
     return view if view.ndim == 1 and view.format == "B" else view.cast("B")  # MPI sends len(view) bytes
-
-
-def _aligned(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
 def _frames_type(lengths: list[int], displacements: list[int]) -> Any:

@@ -34,6 +34,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import freight
+from freight import carrier
 from freight.exceptions import FreightError, checks_options
 from freight.integrations import require
 
@@ -62,8 +63,8 @@ DEFAULT_TYPES: tuple[str, ...] = (
 #: Below this many bytes, objects of these classes keep their own pickling (inside freight's
 #: registration, which Ray gives no way to decline): polars' own IPC pickling is faster on small
 #: frames, whose fixed costs dominate; freight's frames win from about this size (measured:
-#: docs/integrations/ray.md).
-MIN_BYTES: dict[str, int] = {"polars.DataFrame": 1 << 20, "polars.Series": 1 << 20}
+#: docs/integrations/ray.md): the carrier's threshold for ``"ray"`` (``freight.carrier.THRESHOLDS``).
+MIN_BYTES: dict[str, int] = dict.fromkeys(("polars.DataFrame", "polars.Series"), carrier.threshold(integration="ray"))
 _SIZE = {"polars.DataFrame": "estimated_size", "polars.Series": "estimated_size"}
 _FALLBACK = "reduce"
 
@@ -71,8 +72,9 @@ _FALLBACK = "reduce"
 _ENV_TYPES = "FREIGHT_RAY_TYPES"
 _ENV_COMPRESSION = "FREIGHT_RAY_COMPRESSION"
 
-# Frames smaller than this stay in the pickle stream (an out-of-band buffer costs more than a copy).
-_INBAND = 4096
+# Frames smaller than this stay in the pickle stream (an out-of-band buffer costs more than a copy):
+# the carrier's threshold for "ray-frames".
+_INBAND = carrier.threshold(integration="ray-frames")
 
 _LOCK = threading.Lock()
 _INSTALLED: dict[type, str] = {}
