@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from freight._api import (
     DEFAULT,
     Freight,
@@ -23,7 +25,6 @@ from freight._api import (
     verify,
 )
 from freight._freight import __version__
-from freight._lazy import LazyArray, LazyValue, lazy
 from freight.exceptions import (
     DeserializationError,
     FormatVersionError,
@@ -47,6 +48,19 @@ from freight.exceptions import (
     UnsafePayloadError,
 )
 from freight.registry import Registry
+
+if TYPE_CHECKING:
+    from freight._lazy import LazyArray, LazyValue, lazy
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy reads are imported on first use: `import freight` stays the codec alone.
+    if name in ("lazy", "LazyValue", "LazyArray"):
+        import freight._lazy
+
+        return getattr(freight._lazy, name)
+    raise AttributeError(f"module 'freight' has no attribute {name!r}")
+
 
 __all__ = [
     "__version__",

@@ -6,7 +6,7 @@ with ``tools/stubtest-allowlist.txt``).
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TypedDict, final, type_check_only
+from typing import Any, Final, Literal, Protocol, TypeAlias, TypedDict, final, type_check_only
 
 from typing_extensions import Buffer, NotRequired, Self, disjoint_base
 
@@ -32,6 +32,10 @@ __all__ = [
     "compressed_indices_error",
     "arrow_dumps",
     "arrow_loads",
+    "LazyHeader",
+    "header_length",
+    "decompress_blocks",
+    "frame_raw",
 ]
 
 __version__: Final[str]
@@ -100,6 +104,7 @@ class FrameInfo(TypedDict):
     block_checksum: bool  # checksummed per 1 MiB block rather than as a whole
     checksum: str | None  # the stored xxh3-64, 16 hex digits; None when none was written
     checksum_ok: bool | None  # whether the frame's bytes match it; None without a checksum (or when not read)
+    digests: tuple[Literal["xxh3", "sha256"], int] | None  # block digests (format 1.2): kind, block size
 
 @type_check_only
 class TreeInfo(TypedDict):
@@ -238,6 +243,26 @@ class Codec:
 
         Options and errors as ``loads``."""
 
+    def _loads_node(
+        self,
+        data: Buffer,
+        node: tuple[int, int, int],
+        memo: dict[int, Any],
+        /,
+        *,
+        allow_pickle: bool | None = None,
+        zero_copy: bool | None = None,
+        verify: bool | None = None,
+        key: _Key = None,
+        max_size: int | None = None,
+        allowed_tags: Sequence[str] | None = None,
+        strict_versions: bool | None = None,
+    ) -> Any:
+        """Decodes one node of a payload (a lazy read's entry): `data` holds the payload's bytes
+        where they lie, at least its header and the frames the node uses; `node` is (start, end,
+        memo_base) in the tree; `memo` fills the slots the node refers to outside it. Only the
+        frames the node uses are read and verified. Options as ``loads``."""
+
 @final
 class FrameBuffer:
     """Memory owned by something else (an input payload, an array), exposed as a buffer."""
@@ -290,6 +315,9 @@ class NativeStore:
     def put_bytes(self, key: str, parts: list[Any], if_absent: bool = False) -> None:
         """Writes the concatenation of ``parts`` as it is, atomically."""
     def get_range(self, key: str, start: int, end: int) -> bytes: ...
+    def get_ranges(self, key: str, ranges: Sequence[tuple[int, int]], etag: str | None = None) -> list[bytes]:
+        """Bytes of several ranges of one version of a value (`etag`, from `head`): one `bytes` per
+        range; a value replaced since `head` is refused, never mixed (a lazy reader's frames)."""
     def get(self, key: str, progress: Callable[[int, int], object] | None = None) -> StoredBuffer: ...
     def map(self, key: str) -> StoredBuffer: ...
     def head(self, key: str) -> tuple[int, float, str | None]:
@@ -399,3 +427,66 @@ def compressed_indices_error(indptr: Buffer, indices: Buffer, wide: bool, major:
     sparse structure (CSR/CSC/BSR) every kernel can trust for ``major`` rows and ``minor``
     columns (``indptr`` starts at 0, never decreases, ends at ``len(indices)``; every index in
     ``0..minor``); else why not. Used by freight's scipy.sparse serializer."""
+
+def header_length(prefix: Buffer) -> int | None:
+    """Bytes the header of the payload starting with `prefix` takes (preamble, header, checksum and
+    signature when head-signed); None when `prefix` is too short to tell."""
+
+def decompress_blocks(codec: int, stored: Buffer, raw_len: int, shuffle: int | None = None) -> bytes:
+    """Decompresses `stored`, a compressed frame's layout (block size, block count, block lengths,
+    blocks) holding some of a frame's blocks, into `raw_len` bytes: a lazy read's slice of a
+    compressed frame decompresses only its blocks. Every size is checked as in a whole load."""
+
+def frame_raw(data: Buffer, index: int, keys: _Key = None, verify: bool = True) -> bytes:
+    """The raw bytes of frame `index` of the payload in `data` (its bytes where they lie: at least
+    the header and that frame), checked against its checksum or digests (always when `keys` are
+    given and the payload is head-signed; the header's signature is checked first) and
+    decompressed: a lazy read of some columns of a table reads only their frames."""
+
+_Span: TypeAlias = tuple[int, int, int, list[int], list[int], int, str]
+
+@final
+class LazyHeader:
+    """A stored payload's header, read alone."""
+
+    def __new__(cls, head: Buffer, size: int, keys: _Key = None) -> LazyHeader: ...
+    @property
+    def frames(self) -> list[tuple[int, int]]:
+        """(start, stop) of each frame's stored bytes in the object."""
+    @property
+    def length(self) -> int:
+        """Length of the header (where the first frame's padding starts)."""
+    @property
+    def head(self) -> bytes:
+        """The header's bytes (the start of a buffer that decodes entries)."""
+    @property
+    def tree_length(self) -> int:
+        """Length of the node tree (the root node's span is `0..tree_length`)."""
+    @property
+    def signed(self) -> bool: ...
+    @property
+    def needs_pickle(self) -> bool: ...
+    @property
+    def tags(self) -> list[str]:
+        """The serializer tags the payload uses (Ext nodes refer to them by index)."""
+    def frame(self, index: int) -> dict[str, Any]:
+        """Frame `index`'s table entry: codec, lengths, shuffle, digest block size (None without
+        block digests)."""
+    def root(self) -> tuple[int, str]:
+        """The tree offset and tag name of the root node (past any memo marker)."""
+    def container(self, at: int) -> tuple[str, list[tuple[_Span | None, _Span]], list[tuple[int, int]]] | None:
+        """The entries of the dict, list or tuple at tree offset `at`: (tag name, [(key span or
+        None, value span)], slot spans), each span (start, end, memo_base, frames, outside
+        slots, node offset, node tag name); None when the node there is another kind."""
+    def span(self, start: int, end: int, memo_base: int) -> _Span:
+        """The span of the node at `start..end` whose memo slots start at `memo_base` (a memo slot's
+        node, from `container`'s slot spans), as `container` gives entries."""
+    def array(self, at: int, memo_base: int) -> tuple[_Span, int, list[int], int]:
+        """The NdArray node at tree offset `at` (memo slots before its dtype node: `memo_base`):
+        (dtype node span, flags, shape, frame index)."""
+    def ext(self, at: int, memo_base: int) -> tuple[str, _Span, list[int]]:
+        """The Ext node (a registered serializer's value) at tree offset `at` (memo slots before
+        its meta node: `memo_base`): (tag, meta node span, frame indices)."""
+    def check_blocks(self, index: int, first: int, data: Buffer) -> None:
+        """Checks `data`, frame `index`'s stored bytes from block `first` on, against its block
+        digests (raises `IntegrityError` naming the block)."""

@@ -173,6 +173,36 @@ pub fn ndarray_at(
     Ok((dtype, flags, shape, frame))
 }
 
+/// The parts of the Ext node at tree offset `at`: its tag index, the span of its meta node
+/// (memo slots from `memo_base`), and its frame list.
+pub fn ext_at(
+    tree: &[u8],
+    at: usize,
+    memo_base: u64,
+    frame_count: u32,
+    tag_count: u32,
+) -> Result<(u32, NodeSpan, Vec<u32>)> {
+    let mut r = Reader::new(tree.get(at..).unwrap_or(&[]));
+    if r.tag()? != Tag::Ext {
+        return Err(Error::corrupt(format!(
+            "no serializer node at tree offset {at}"
+        )));
+    }
+    let tag_index = r.index("a tag index")?;
+    let start = at + r.position();
+    let mut skip = Walker {
+        frame_count,
+        tag_count,
+        memo_slots: u64::MAX / 2,
+        ..Default::default()
+    };
+    skip.node(&mut r, 1)?;
+    let end = at + r.position();
+    let frames = r.frame_list()?;
+    let meta = span_of(tree, start..end, memo_base, frame_count, tag_count)?;
+    Ok((tag_index, meta, frames))
+}
+
 impl Walker {
     fn frame(&mut self, index: u32) -> Result<()> {
         if index >= self.frame_count {

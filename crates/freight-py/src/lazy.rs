@@ -199,6 +199,32 @@ impl LazyHeader {
         Ok((span(py, tree, &dtype)?, flags, shape, frame))
     }
 
+    /// The Ext node (a registered serializer's value) at tree offset `at` (memo slots before
+    /// its meta node: `memo_base`): (tag, meta node span, frame indices).
+    fn ext<'py>(
+        &self,
+        py: Python<'py>,
+        at: usize,
+        memo_base: u64,
+    ) -> PyResult<(String, Bound<'py, PyTuple>, Vec<u32>)> {
+        let tree = &self.head[self.header.tree.clone()];
+        let (tag, meta, frames) = walk::ext_at(
+            tree,
+            at,
+            memo_base,
+            self.header.frames.len() as u32,
+            self.header.tags.len() as u32,
+        )
+        .map_err(crate::errors::Error::from)?;
+        let tag = self
+            .header
+            .tags
+            .get(tag as usize)
+            .cloned()
+            .unwrap_or_default();
+        Ok((tag, span(py, tree, &meta)?, frames))
+    }
+
     /// Checks `data`, frame `index`'s stored bytes from block `first` on, against its block
     /// digests (raises `IntegrityError` naming the block).
     fn check_blocks(&self, index: usize, first: usize, data: &[u8]) -> PyResult<()> {
@@ -320,6 +346,37 @@ pub fn decompress_blocks<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let mut raw = vec![0u8; raw_len];
     freight_core::compress::decompress(codec, stored, shuffle, &mut raw)
+        .map_err(crate::errors::Error::from)?;
+    Ok(PyBytes::new(py, &raw))
+}
+
+/// The raw bytes of frame `index` of the payload in `data` (its bytes where they lie: at least
+/// the header and that frame), checked against its checksum or digests (always when `keys` are
+/// given and the payload is head-signed; the header's signature is checked first) and
+/// decompressed: a lazy read of some columns of a table reads only their frames.
+#[pyfunction]
+#[pyo3(signature = (data, index, keys=None, verify=true))]
+pub fn frame_raw<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    index: u32,
+    keys: Option<&Bound<'py, PyAny>>,
+    verify: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let keys = match keys {
+        Some(k) if !k.is_none() => options::keys(k)?,
+        _ => Vec::new(),
+    };
+    let opts = freight_core::OpenOptions {
+        keys: &keys,
+        limits: Limits::default(),
+        verify,
+    };
+    let parts = freight_core::Parts::Single(crate::decode::input::export_input(data)?);
+    let payload = crate::decode::input::open(py, parts, &opts)?;
+    let raw = payload
+        .frames()
+        .raw(index)
         .map_err(crate::errors::Error::from)?;
     Ok(PyBytes::new(py, &raw))
 }

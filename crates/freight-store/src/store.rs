@@ -681,6 +681,7 @@ mod coalesce_tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // one range is a case here
     fn near_ranges_merge_and_long_ones_split() {
         assert_eq!(coalesce(&[10..20, 0..5, 30..40]), vec![0..40]);
         assert_eq!(

@@ -10,13 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from freight import _freight
+from freight._lazy.span import Span as _Span
 
 FORTRAN = 1  # the NdArray node's flag bit (docs/FORMAT.md)
 
 
 def _array(reader: Any, span: Any) -> tuple[Any, int, tuple[int, ...], int]:
-    from freight._lazy.value import _Span
-
     # The array's own memo marker, if any, takes a slot before its dtype node's.
     base = span.memo_base + (1 if span.at > span.start else 0)
     dtype_span, flags, shape, frame = reader.header.array(span.at, base)

@@ -14,25 +14,16 @@ used, so a lazy read refuses exactly what a whole load refuses, for the parts it
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from freight import _freight
 from freight._lazy.source import FIRST_READ
+from freight._lazy.span import Span as _Span
 from freight.exceptions import DeserializationError, LazyReadError
 
 __all__ = ["LazyValue", "LazyArray"]
 
 _CONTAINERS = ("dict", "list", "tuple")
-
-
-class _Span(NamedTuple):
-    start: int
-    end: int
-    memo_base: int
-    frames: list[int]
-    outside: list[int]
-    at: int  # the node's offset, past its memo marker
-    tag: str
 
 
 class _Reader:
@@ -202,6 +193,21 @@ class LazyValue:
         elif span.tag.lower() in _CONTAINERS:
             info["length"] = len(LazyValue(self._reader, span, ""))
         return info
+
+    def columns(self, names: Any, entry: Any = None) -> Any:
+        """Columns ``names`` of a stored pyarrow Table or RecordBatch or polars DataFrame (this
+        value, or its entry ``entry``), reading only those columns' frames: a table of the same
+        type holding just them (``lv.columns(["price"], entry="trades")``)."""
+        from freight._lazy.columns import read_columns
+
+        span = self._span if entry is None else self._entry(entry)
+        path = self._path if entry is None else f"{self._path}[{entry!r}]"
+        if span.tag != "Ext":
+            raise LazyReadError(
+                f"{path} is a {span.tag.lower()}, not a table; .columns() reads pyarrow and polars tables"
+            )
+        names = [names] if isinstance(names, str) else list(names)
+        return read_columns(self._reader, span, path, names)
 
     def load(self) -> Any:
         """The whole value (of this entry, for a nested one)."""

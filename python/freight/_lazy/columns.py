@@ -1,0 +1,81 @@
+"""Some columns of a stored table, read alone: a pyarrow Table or RecordBatch, or a polars
+DataFrame, is stored as Arrow arrays (docs/FORMAT.md, "Arrow Ext metadata": the IPC schema of
+one struct field whose children are the columns, and per batch a node tree whose ints index the
+value's frames). The metadata is decoded from the header alone; it is cut down to the asked-for
+columns (schema and batch nodes, frame indices renumbered), only those columns' frames are read
+and checked, and the table's own serializer rebuilds it from them, with every check a whole
+load makes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from freight import _freight
+from freight._lazy.span import Span
+from freight.exceptions import LazyReadError
+
+# The serializer tags whose stored form is a struct of columns.
+TABLE_TAGS = ("pyarrow.Table", "pyarrow.RecordBatch", "polars.DataFrame")
+
+
+def _renumber(node: Any, mapping: dict[int, int]) -> Any:
+    """A batch node with its frame indices (validity, buffers) renumbered, children too."""
+    length, offset, validity, buffers, children = node
+
+    def new(i: int) -> int:
+        return mapping.setdefault(i, len(mapping))
+
+    return (
+        length,
+        offset,
+        None if validity is None else new(validity),
+        tuple(new(b) for b in buffers),
+        tuple(_renumber(c, mapping) for c in children),
+    )
+
+
+def read_columns(reader: Any, span: Span, path: str, names: Sequence[str]) -> Any:
+    """Columns ``names`` of the table at ``span``, reading only their frames."""
+    import pyarrow as pa
+
+    base = span.memo_base + (1 if span.at > span.start else 0)
+    tag, meta_span, frames = reader.header.ext(span.at, base)
+    if tag not in TABLE_TAGS:
+        raise LazyReadError(
+            f"{path} is a {tag or span.tag} value, not a table; .columns() reads columns of {TABLE_TAGS}"
+        )
+    meta = reader.decode(Span(*meta_span))
+    if not (isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[0], bytes)):
+        raise LazyReadError(f"{path} was stored in an older form, or in polars' own IPC; .load() reads it whole")
+    schema_bytes, batches = meta
+    schema = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
+    struct = schema.field(0).type
+    have = [struct.field(i).name for i in range(struct.num_fields)]
+    missing = [n for n in names if n not in have]
+    if missing:
+        raise LazyReadError(f"{path} has no column(s) {missing}; its columns are {have}")
+    picked = [have.index(n) for n in names]
+    field = schema.field(0)
+    new_field = pa.field(field.name, pa.struct([struct.field(i) for i in picked]), field.nullable, field.metadata)
+    new_schema = pa.schema([new_field], metadata=schema.metadata)
+    mapping: dict[int, int] = {}
+    new_batches = []
+    for length, offset, validity, buffers, children in batches:
+        cut = (length, offset, validity, buffers, tuple(children[i] for i in picked))
+        new_batches.append(_renumber(cut, mapping))
+    order = sorted(mapping, key=mapping.__getitem__)
+    wanted = [frames[i] for i in order]
+    buf = reader.buffer(wanted)
+    keys = reader.options.get("key", reader.freight.options.key)
+    verify = reader.options.get("verify", True)
+    raws = [memoryview(_freight.frame_raw(buf, i, keys, verify is not False)) for i in wanted]
+    new_meta = (new_schema.serialize().to_pybytes(), new_batches)
+    allowed = reader.options.get("allowed_tags", reader.freight.options.allowed_tags)
+    if allowed is not None and tag not in allowed:
+        from freight.exceptions import UnsafePayloadError
+
+        raise UnsafePayloadError(
+            f"{path}: tag {tag!r} is not in allowed_tags {sorted(allowed)}; add it to read this table"
+        )
+    return reader.freight.registry.by_tag(tag).decode(new_meta, raws)

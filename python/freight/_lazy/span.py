@@ -1,0 +1,17 @@
+"""Where a node of a stored payload's tree lies, as a lazy reader sees it (``LazyHeader``'s
+spans): its bytes, the memo slots filled before it, the frames it uses, the memo slots it refers
+to outside itself, its offset past any memo marker, and its tag."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Span(NamedTuple):
+    start: int
+    end: int
+    memo_base: int
+    frames: list[int]
+    outside: list[int]
+    at: int  # the node's offset, past its memo marker
+    tag: str
