@@ -35,21 +35,42 @@ def _renumber(node: Any, mapping: dict[int, int]) -> Any:
     )
 
 
+def ext_tag(reader: Any, span: Span) -> tuple[str, Span, list[int]]:
+    """(serializer tag, meta node span, frames) of the Ext node at ``span``."""
+    base = span.memo_base + (1 if span.at > span.start else 0)
+    tag, meta_span, frames = reader.header.ext(span.at, base)
+    return tag, Span(*meta_span), frames
+
+
+def _arrow_meta(reader: Any, span: Span, path: str) -> tuple[str, Any, list[Any], list[int]]:
+    """(tag, IPC schema, batch nodes, frames) of the stored table at ``span``, from the header."""
+    import pyarrow as pa
+
+    tag, meta_span, frames = ext_tag(reader, span)
+    if tag not in TABLE_TAGS:
+        tables = ", ".join(TABLE_TAGS)
+        raise LazyReadError(f"{path} is a {tag or span.tag} value, not a table; .columns() reads columns of {tables}")
+    meta = reader.decode(meta_span)
+    if not (isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[0], bytes)):
+        raise LazyReadError(f"{path} was stored in an older form, or in polars' own IPC; .load() reads it whole")
+    schema_bytes, batches = meta
+    return tag, pa.ipc.read_schema(pa.py_buffer(schema_bytes)), batches, frames
+
+
+def table_schema(reader: Any, span: Span, path: str) -> Any:
+    """The Arrow schema of the stored table at ``span`` (its columns), from the header alone."""
+    import pyarrow as pa
+
+    _, schema, _, _ = _arrow_meta(reader, span, path)
+    struct = schema.field(0).type
+    return pa.schema([struct.field(i) for i in range(struct.num_fields)], metadata=schema.metadata)
+
+
 def read_columns(reader: Any, span: Span, path: str, names: Sequence[str]) -> Any:
     """Columns ``names`` of the table at ``span``, reading only their frames."""
     import pyarrow as pa
 
-    base = span.memo_base + (1 if span.at > span.start else 0)
-    tag, meta_span, frames = reader.header.ext(span.at, base)
-    if tag not in TABLE_TAGS:
-        raise LazyReadError(
-            f"{path} is a {tag or span.tag} value, not a table; .columns() reads columns of {TABLE_TAGS}"
-        )
-    meta = reader.decode(Span(*meta_span))
-    if not (isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[0], bytes)):
-        raise LazyReadError(f"{path} was stored in an older form, or in polars' own IPC; .load() reads it whole")
-    schema_bytes, batches = meta
-    schema = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
+    tag, schema, batches, frames = _arrow_meta(reader, span, path)
     struct = schema.field(0).type
     have = [struct.field(i).name for i in range(struct.num_fields)]
     missing = [n for n in names if n not in have]

@@ -180,7 +180,9 @@ class LazyValue:
 
     def info(self, name: Any) -> dict[str, Any]:
         """What entry ``name`` is, without reading its data: ``kind``, ``stored_bytes`` (its
-        frames), ``frames``; for an array also ``dtype``, ``shape``, ``nbytes``."""
+        frames), ``frames``; for an array also ``dtype``, ``shape``, ``nbytes``; for a dict, list
+        or tuple ``length``; for a registered serializer's value its ``tag``, and for a pyarrow or
+        polars table its Arrow ``schema`` (the columns ``columns()`` can read)."""
         span = self._entry(name)
         info: dict[str, Any] = {
             "kind": LazyValue(self._reader, span, "").kind,
@@ -192,6 +194,12 @@ class LazyValue:
             info.update(dtype=array.dtype, shape=array.shape, nbytes=array.nbytes)
         elif span.tag.lower() in _CONTAINERS:
             info["length"] = len(LazyValue(self._reader, span, ""))
+        elif span.tag == "Ext":
+            from freight._lazy.columns import TABLE_TAGS, ext_tag, table_schema
+
+            info["tag"] = tag = ext_tag(self._reader, span)[0]
+            if tag in TABLE_TAGS:
+                info["schema"] = table_schema(self._reader, span, f"{self._path}[{name!r}]")
         return info
 
     def columns(self, names: Any, entry: Any = None) -> Any:
