@@ -144,6 +144,33 @@ pub fn span_of(
     })
 }
 
+/// The span of the child node `r` is at (`r` reads the tree from offset `at`), which it moves
+/// past: its structure is walked to find its end, then `span_of` resolves its references.
+fn child_span(
+    tree: &[u8],
+    at: usize,
+    r: &mut Reader<'_>,
+    memo_base: u64,
+    frame_count: u32,
+    tag_count: u32,
+) -> Result<NodeSpan> {
+    let start = at + r.position();
+    let mut skip = Walker {
+        frame_count,
+        tag_count,
+        memo_slots: u64::MAX / 2,
+        ..Default::default()
+    };
+    skip.node(r, 1)?;
+    span_of(
+        tree,
+        start..at + r.position(),
+        memo_base,
+        frame_count,
+        tag_count,
+    )
+}
+
 /// The parts of the NdArray node at tree offset `at`: the span of its dtype node (whose memo
 /// slots start at `memo_base`: the array's own marker, if any, is counted in it), its flags,
 /// shape and frame.
@@ -158,18 +185,8 @@ pub fn ndarray_at(
     if r.tag()? != Tag::NdArray {
         return Err(Error::corrupt(format!("no array node at tree offset {at}")));
     }
-    let start = at + r.position();
-    // The dtype node's structure only: its references are resolved by `span_of`.
-    let mut skip = Walker {
-        frame_count,
-        tag_count,
-        memo_slots: u64::MAX / 2,
-        ..Default::default()
-    };
-    skip.node(&mut r, 1)?;
-    let end = at + r.position();
+    let dtype = child_span(tree, at, &mut r, memo_base, frame_count, tag_count)?;
     let (flags, shape, frame) = r.ndarray_tail()?;
-    let dtype = span_of(tree, start..end, memo_base, frame_count, tag_count)?;
     Ok((dtype, flags, shape, frame))
 }
 
@@ -189,17 +206,8 @@ pub fn ext_at(
         )));
     }
     let tag_index = r.index("a tag index")?;
-    let start = at + r.position();
-    let mut skip = Walker {
-        frame_count,
-        tag_count,
-        memo_slots: u64::MAX / 2,
-        ..Default::default()
-    };
-    skip.node(&mut r, 1)?;
-    let end = at + r.position();
+    let meta = child_span(tree, at, &mut r, memo_base, frame_count, tag_count)?;
     let frames = r.frame_list()?;
-    let meta = span_of(tree, start..end, memo_base, frame_count, tag_count)?;
     Ok((tag_index, meta, frames))
 }
 
