@@ -7,7 +7,7 @@ without touching any global state.
         means = list(ex.map(column_means, frames))
 
 Each call's function and arguments travel as one freight value (:func:`freight.dumps_frames`),
-and so does its result: frames of 64 KiB and more (``freight.carrier.THRESHOLDS["processes"]``)
+and so does its result: frames of 256 KiB and more (``freight.carrier.THRESHOLDS["processes"]``)
 carried as a ``freight.carrier.Ref`` through shared memory (written once by the sender, mapped
 copy-on-write by the receiver), the rest in the pipe. Because
 the function goes through freight's pickle bridge (cloudpickle where plain pickle cannot), lambdas

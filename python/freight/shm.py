@@ -170,9 +170,12 @@ def write(name: str, frames: Sequence[Any]) -> bool:
 
 
 def discard(name: str) -> None:
-    """Unlinks the segment ``name`` (if it is still there) and forgets it in the resource tracker."""
+    """Unlinks the segment ``name`` and forgets it in the resource tracker; nothing when it is not
+    there (the tracker prints a traceback for a name it was never given: a put that found no room)."""
     try:
         os.unlink(os.path.join(DIRECTORY, name))
+    except FileNotFoundError:
+        return
     except OSError:
         pass
     _tracker("unregister", name)
@@ -489,8 +492,7 @@ def end_loan(name: str) -> None:
         mine = _LENT.pop(token, None) is not None
     if not mine:
         _acknowledge(address, token)
-    if os.path.exists(os.path.join(DIRECTORY, fallback)):
-        discard(fallback)
+    discard(fallback)
 
 
 def _acknowledge(address: str, token: int) -> None:

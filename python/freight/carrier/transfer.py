@@ -25,9 +25,10 @@ THRESHOLD = 1 << 20
 #: The integrations whose threshold differs from :data:`THRESHOLD` (or names it), each for a
 #: measured reason (docs/carrier.md#the-threshold); read through ``threshold(integration=...)``.
 THRESHOLDS: dict[str, int] = {
-    # multiprocessing, concurrent.futures, joblib: a segment costs an open, a write and a mapping,
-    # no server round trip; the pipe copies twice and pickles: shared memory wins from 64 KiB.
-    "processes": 64 << 10,
+    # multiprocessing, concurrent.futures, joblib: no server between the processes, but a segment
+    # has a fixed cost (create, write, map, the resource tracker's wake-ups) that the pipe does not;
+    # the pipe is faster up to 128 KiB, even at 192-256 KiB, shared memory faster from there on.
+    "processes": 256 << 10,
     # mpi4py's wrap(comm): frames of a value this large leave the one contiguous message for a
     # second one read where they lie; below it MPI moves one contiguous message faster.
     "mpi4py": 8 << 20,

@@ -9,7 +9,7 @@ loky pickles arguments and results with its own pickler (cloudpickle with loky's
 :func:`install` gives that pickler class a ``reducer_override`` which hands numpy, pandas, polars,
 pyarrow and torch values to freight (recognised by their module, as
 :func:`freight.integrations.multiprocessing.reduce` does: nothing is imported for it) and defers to
-cloudpickle's for everything else; their frames of 64 KiB and more (the carrier's ``"processes"``
+cloudpickle's for everything else; their frames of 256 KiB and more (the carrier's ``"processes"``
 threshold) travel in shared memory, each carried by a ``freight.carrier.Ref``, as with
 :mod:`freight.integrations.multiprocessing`. Why not a
 ``freight.Pickler`` for ``LOKY_PICKLER``: loky's pickler class must be cloudpickle-compatible (it

@@ -8,7 +8,7 @@ One line for the user::
 Everything those send is pickled by ``multiprocessing.reduction.ForkingPickler``. :func:`install`
 gives that class a ``reducer_override`` (pickle calls it before its own dispatch, for every object
 that is not an int, float, str or bytes): numpy arrays, torch CPU tensors, pandas, polars and
-pyarrow values become ``freight.dumps_frames`` output whose frames of 64 KiB and more
+pyarrow values become ``freight.dumps_frames`` output whose frames of 256 KiB and more
 (``freight.carrier.THRESHOLDS["processes"]``) are carried as a ``freight.carrier.Ref``: written once
 into a shared-memory segment, which the receiver maps copy-on-write and rebuilds the value on
 (:mod:`freight.integrations._shared_frames`). A value sent on unchanged from memory received that
@@ -272,7 +272,7 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
 
     Args:
         threshold: frames of at least this many bytes go through shared memory (default
-            ``freight.carrier.THRESHOLDS["processes"]``, 64 KiB, measured); smaller ones in the
+            ``freight.carrier.THRESHOLDS["processes"]``, 256 KiB, measured); smaller ones in the
             pickle stream.
         allow_pickle: False makes every installed process refuse to unpickle anything but
             freight's values (loaded with ``allow_pickle=False``), the pool's own messages, exception
