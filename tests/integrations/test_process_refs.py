@@ -195,3 +195,22 @@ def test_a_received_value_sent_on_unchanged_is_lent_not_written():
     _, written, _ = _sent(received)
     assert Ref.from_bytes(written).size and not Ref.from_bytes(written).objects
     assert load(written, zero_copy)[0] == 7
+
+
+def test_freight_futures_reports_a_reference_gone_instead_of_hanging():
+    from freight.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("forkserver")) as ex:
+        with pytest.raises(BrokenProcessPool) as info:
+            ex.submit(gone, 0).result()
+    assert "RefGoneError" in str(info.value.__cause__)
+
+
+def test_joblib_reports_a_reference_gone_instead_of_hanging():
+    joblib = pytest.importorskip("joblib")
+    import freight.integrations.joblib as fj
+
+    fj.install()
+    with pytest.raises(joblib.externals.loky.process_executor.BrokenProcessPool) as info:
+        joblib.Parallel(n_jobs=2)(joblib.delayed(gone)(i) for i in range(2))
+    assert "RefGoneError" in "".join(str(e) for e in (info.value, info.value.__cause__))
