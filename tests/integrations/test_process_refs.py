@@ -100,6 +100,12 @@ def test_forged_and_foreign_references_read_and_remove_nothing():
         np.testing.assert_array_equal(load(ref, zero_copy), BIG)
 
 
+def test_the_older_message_form_is_refused_clearly():
+    """Before the carrier, the reduction carried (header, parts, sources, writable, zero_copy, order)."""
+    with pytest.raises(freight.RefError, match="older freight .* same freight version"):
+        _shared_frames.load(b"header", [None], [("new", "frt-1-2", [(0, 8)])], [True], False, [0])
+
+
 def test_a_forged_loan_maps_nothing_but_a_freight_segment(tmp_path):
     """A loan names a process's descriptor: one naming a file outside /dev/shm (here this
     process's own open file, with its true device and inode) is refused, and so is a loan name

@@ -69,7 +69,7 @@ def inband(frames: Sequence[Any], zero_copy: bool = False) -> tuple[Any, ...]:
     return (load, (None, zero_copy, [bytes(f) for f in frames]))
 
 
-def load(ref: bytes | None, zero_copy: bool, frames: list[Any] | None = None) -> Any:
+def load(ref: bytes | None, zero_copy: bool, frames: list[Any] | None = None, *older: Any) -> Any:
     """Rebuilds a value sent by :func:`reduce_value` or :func:`inband` (called by the unpickler).
 
     Raises:
@@ -77,6 +77,11 @@ def load(ref: bytes | None, zero_copy: bool, frames: list[Any] | None = None) ->
             freight's segments; ``RefGoneError`` when its segment is gone (read already, or its
             program ended, or ``/dev/shm`` was cleaned). Nothing is left mapped or in ``/dev/shm``.
     """
+    if older:  # (header, parts, sources, writable, zero_copy[, order]): freight before the carrier
+        raise RefError(
+            "this value was sent by an older freight (its own shared-memory format, before the carrier's "
+            "references): run the same freight version in every process of the program"
+        )
     if ref is not None:
         try:
             frames = carrier.get_frames(ref, _BACKEND)
