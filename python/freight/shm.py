@@ -280,7 +280,7 @@ def _exit_hook() -> None:
             # exit function), last: after queues' feeder threads have sent (and lent) what they
             # held (their joins run at priority -5).
             _EXIT_HOOK.append(util.Finalize(None, _settle_at_exit, exitpriority=-100))
-            util.register_after_fork(_FORK_MARKER, _rearm_after_fork)
+            util.register_after_fork(_rearm_after_fork, _rearm_after_fork)  # (a function: weakly referable)
 
 
 def _rearm_after_fork(_: Any) -> None:
@@ -288,13 +288,6 @@ def _rearm_after_fork(_: Any) -> None:
     # be lent from the child, so it settles its own loans at exit too.
     if _MAPPINGS:
         _exit_hook()
-
-
-class _ForkMarker:
-    pass
-
-
-_FORK_MARKER = _ForkMarker()
 
 
 def _after_fork_in_child() -> None:
@@ -332,32 +325,20 @@ def lent(frames: Sequence[Any]) -> list[tuple[str, int, int] | None]:
         return [None] * len(frames)
     out: list[tuple[str, int, int] | None] = []
     loans: dict[int, str | None] = {}  # mapping start -> its loan's name in this message
-    for frame in frames:
-        found = _lender(frame)
-        if found is None:
-            out.append(None)
-            continue
-        mapping, offset = found
-        if mapping.lo not in loans:
-            loans[mapping.lo] = _lend(mapping)
-        name = loans[mapping.lo]
-        out.append(None if name is None else (name, offset, mapping.hi - mapping.lo))
-    return out
-
-
-def _lender(frame: Any) -> tuple[_Mapping, int] | None:
-    """The received mapping that holds ``frame`` whole and unchanged, and the frame's offset in it."""
-    view = memoryview(frame)
-    n = view.nbytes
-    if not n:
-        return None
-    addr = _address(view)
     with _LOCK:
         mappings = list(_MAPPINGS.values())  # a snapshot: a finalizer may drop entries meanwhile
-    found = next((m for m in mappings if m.lo <= addr and addr + n <= m.hi), None)
-    if found is None or not _unchanged(addr, n):
-        return None
-    return found, addr - found.lo
+    for frame in frames:
+        n = memoryview(frame).nbytes
+        addr = _address(frame) if n else 0
+        found = next((m for m in mappings if n and m.lo <= addr and addr + n <= m.hi), None)
+        if found is None or not _unchanged(addr, n):
+            out.append(None)
+            continue
+        if found.lo not in loans:
+            loans[found.lo] = _lend(found)
+        name = loans[found.lo]
+        out.append(None if name is None else (name, addr - found.lo, found.hi - found.lo))
+    return out
 
 
 def _unchanged(addr: int, n: int) -> bool:
