@@ -172,9 +172,8 @@ def test_a_multiprocessing_pool_reports_a_reference_gone_instead_of_hanging(allo
                 pool.apply(echo, (_Gone(),))  # a task: the worker cannot read its argument
             with pytest.raises(freight.RefGoneError, match="is gone"):
                 pool.apply(gone, (0,))  # a result: the parent cannot read it
-            if allow_pickle:  # (map's own helper, mapstar, is not among what allow_pickle=False resolves)
-                with pytest.raises(freight.RefGoneError, match="is gone"):
-                    pool.map(gone, [0, 1], chunksize=1)
+            with pytest.raises(freight.RefGoneError, match="is gone"):
+                pool.map(gone, [0, 1], chunksize=1)
             np.testing.assert_array_equal(pool.apply(echo, (BIG,)), BIG)  # and the pool still works
     finally:
         fmp.install()

@@ -196,7 +196,12 @@ def _started(options: dict[str, Any], cls: type, state: dict[str, Any]) -> Any:
 
 _PROTOCOL = {
     ("concurrent.futures.process", n) for n in ("_CallItem", "_ResultItem", "_rebuild_exc", "_ExceptionWithTraceback")
-} | {("multiprocessing.pool", n) for n in ("rebuild_exc", "ExceptionWithTraceback", "MaybeEncodingError")} | {
+} | {
+    # mapstar/starmapstar: how Pool.map and starmap send a chunk; they call only what the message
+    # names, which this unpickler resolves under the same rule
+    ("multiprocessing.pool", n) for n in ("rebuild_exc", "ExceptionWithTraceback", "MaybeEncodingError", "mapstar",
+                                          "starmapstar")
+} | {
     ("freight.integrations._shared_frames", "load"),
     ("freight.integrations.multiprocessing", "_started"),
     ("freight.futures", "_run"),
