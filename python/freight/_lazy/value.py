@@ -40,6 +40,11 @@ class _Reader:
         length = _freight.header_length(head)
         if length is None:
             raise DeserializationError(f"{source.name}: {size} bytes is too short to be a freight payload")
+        if length > size:
+            # Asking a store for bytes past the object's end would fail as if it were replaced.
+            raise DeserializationError(
+                f"{source.name}: truncated freight payload: its header takes {length} bytes but the object holds {size}"
+            )
         if length > len(head):
             head = bytes(source.read([(0, length)])[0])
         keys = options.get("key", freight.options.key)
