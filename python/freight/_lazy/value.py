@@ -84,6 +84,18 @@ class _Reader:
         span = _Span(*self.header.span(start, end, slot))
         self.memo[slot] = self.decode(span)
 
+    def target(self, span: _Span) -> _Span:
+        """The node a reference entry (``Ref``: an object stored under another entry first, e.g.
+        the same array under two names) refers to, so that it reads lazily as that entry does;
+        any other span as it is."""
+        if span.tag != "Ref" or len(span.outside) != 1 or self.slots is None:
+            return span
+        slot = span.outside[0]
+        if slot >= len(self.slots):
+            return span
+        start, end = self.slots[slot]
+        return _Span(*self.header.span(start, end, slot))
+
     def container(self, span: _Span) -> tuple[str, list[tuple[_Span | None, _Span]]] | None:
         found = self.header.container(span.at)
         if found is None:
@@ -177,6 +189,9 @@ class LazyValue:
     def __getitem__(self, name: Any) -> Any:
         span = self._entry(name)
         path = f"{self._path}[{name!r}]"
+        target = self._reader.target(span)
+        if target.tag == "NdArray" or (target.tag.lower() in _CONTAINERS and target.frames):
+            span = target  # a reference to an array or a container of frames: lazy as its first entry
         if span.tag.lower() in _CONTAINERS and span.frames:
             return LazyValue(self._reader, span, path)
         if span.tag == "NdArray":
@@ -188,7 +203,7 @@ class LazyValue:
         frames), ``frames``; for an array also ``dtype``, ``shape``, ``nbytes``; for a dict, list
         or tuple ``length``; for a registered serializer's value its ``tag``, and for a pyarrow or
         polars table its Arrow ``schema`` (the columns ``columns()`` can read)."""
-        span = self._entry(name)
+        span = self._reader.target(self._entry(name))
         info: dict[str, Any] = {
             "kind": LazyValue(self._reader, span, "").kind,
             "frames": len(span.frames),
@@ -213,7 +228,7 @@ class LazyValue:
         type holding just them (``lv.columns(["price"], entry="trades")``)."""
         from freight._lazy.columns import read_columns
 
-        span = self._span if entry is None else self._entry(entry)
+        span = self._span if entry is None else self._reader.target(self._entry(entry))
         path = self._path if entry is None else f"{self._path}[{entry!r}]"
         if span.tag != "Ext":
             raise LazyReadError(
