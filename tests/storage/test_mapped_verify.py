@@ -30,7 +30,8 @@ def _flip_inside_the_array(path) -> None:
 def damaged_file(tmp_path):
     path = tmp_path / "value.frt"
     freight.dump({"x": ARRAY}, path)
-    assert freight.inspect(path.read_bytes())["frames"][0]["checksum"] is not None
+    frame = freight.inspect(path.read_bytes())["frames"][0]
+    assert frame["digests"] == ("xxh3", 65536)  # checksummed: over 1 MiB, by 64 KiB blocks
     _flip_inside_the_array(path)
     return path
 
