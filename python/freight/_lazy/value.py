@@ -291,12 +291,16 @@ class LazyArray:
         return arr if dtype is None else arr.astype(dtype)
 
     def __getitem__(self, index: Any) -> Any:
+        import numpy as np
+
         from freight._lazy.arrays import read_rows
 
         rows = index[0] if isinstance(index, tuple) and index else index
         rest = index[1:] if isinstance(index, tuple) else ()
-        if not self.shape or self._describe()[2] or not isinstance(rows, (slice, int)):
-            return self.load()[index]  # 0-d, Fortran order, or fancy indexing: read it whole
+        if isinstance(rows, np.integer):
+            rows = int(rows)
+        if not self.shape or self._describe()[2] or isinstance(rows, bool) or not isinstance(rows, (slice, int)):
+            return self.load()[index]  # 0-d, Fortran order, a mask or fancy indexing: read it whole
         n = self.shape[0]
         if isinstance(rows, int):
             i = rows + n if rows < 0 else rows
