@@ -12,7 +12,13 @@ Subcommands, one module each group::
     freight ls URL [PREFIX] [-l] [-a]
                                      the values of a store (a folder or s3://BUCKET/PREFIX)
                                                                                  (cli.store)
+    freight ls URL KEY [ENTRY...] | FILE [ENTRY...]
+                                     a stored dict's, list's or tuple's entries, from its
+                                     header alone (when KEY is a value's exact key)
+                                                                               (cli.entries)
     freight cat URL KEY              what `inspect` prints, for a stored value
+    freight cat URL KEY ENTRY... | FILE ENTRY... [--rows A:B] [--columns C,...]
+                                     one entry printed, reading only its frames
     freight rm URL KEY... | --prefix P
                                      delete values
     freight cp SRC_URL DST_URL [KEY...] [--prefix P] [-n]

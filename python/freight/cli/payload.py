@@ -17,7 +17,7 @@ from freight.cli.describe import format_inspect, frame_table, not_a_payload
 if TYPE_CHECKING:
     from freight._freight import PayloadInfo
 
-__all__ = ["add_parsers"]
+__all__ = ["add_parsers", "inspect_file"]
 
 _WHERE = (
     "a payload file, or a store (a folder, file://PATH or s3://BUCKET/PREFIX) followed by a KEY as it "
@@ -52,9 +52,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     if args.key is not None:  # URL KEY: what `cat` prints
         args.url = args.file
         return store_verbs.cmd_cat(args)
-    key = read_key(args.key_file)
-    info = _inspect(args.file, _read_payload(args.file), key)
-    print(format_inspect(info, args.file))
+    return inspect_file(args.file, read_key(args.key_file))
+
+
+def inspect_file(path: str, key: bytes | None) -> int:
+    """``inspect FILE`` (and ``cat FILE``): what the payload in the file holds, not decoded."""
+    info = _inspect(path, _read_payload(path), key)
+    print(format_inspect(info, path))
     return 0
 
 

@@ -3,7 +3,10 @@
     freight ls URL [PREFIX] [-l] [-a]       values with size and modification time, and a total;
                                             -l adds what each header says (pickle, signed, tags),
                                             -a lists the side objects too
+    freight ls URL KEY [ENTRY...]           the entries of the value under KEY (a dict, list or
+                                            tuple), read from its header (cli.entries)
     freight cat URL KEY [--key-file PATH]   what `freight inspect` prints, for a stored value
+    freight cat URL KEY ENTRY...            one entry's value, reading only its frames
     freight rm URL [KEY...] [--prefix P]    delete values (with their side objects)
     freight cp SRC DST [KEY...] [--prefix P] [-n]
                                             copy values between stores, byte for byte
@@ -35,6 +38,7 @@ from typing import Any
 
 import freight
 import freight.storage
+from freight.cli import entries
 from freight.cli.common import CliError, fmt_bytes, quote, read_key
 from freight.cli.describe import format_inspect, not_a_payload
 from freight.exceptions import DeserializationError, FreightError, KeyNotFoundError, StorageError
@@ -116,8 +120,53 @@ def _header_columns(store: Store, key: str) -> list[str]:
     ]
 
 
+def _exists(store: Store, key: str) -> bool:
+    """Whether a value is stored under ``key``; a prefix that is no key (``run-3/``) is not."""
+    try:
+        return store.exists(key)
+    except StorageError:
+        return False
+
+
+def _ls_entries(args: argparse.Namespace, store: Store) -> bool:
+    """Whether ``ls URL WORD`` lists the entries of the value under WORD rather than the values
+    whose keys start with it: when entries are asked for (``-e``, or ENTRY words after the
+    key), or when WORD is the exact key of a stored dict, list or tuple and no other value's key
+    starts with it (then the prefix listing would show that one value alone)."""
+    if not args.path or args.keys:
+        return False
+    if args.entries or len(args.path) > 1:
+        return True
+    key = args.path[0]
+    if not _exists(store, key):
+        return False
+    others = [o.key for o in store.list_objects(key) if o.key != key]
+    if others:
+        print(
+            f"freight ls: {quote(key)} is also a stored value; `freight ls -e {args.url} {key}` lists its entries",
+            file=sys.stderr,
+        )
+        return False
+    try:
+        return store.lazy(key, allow_pickle=False).kind in ("dict", "list", "tuple")
+    except FreightError:
+        return False  # not a payload, or one a lazy read cannot open: listed as today
+
+
 def _cmd_ls(args: argparse.Namespace) -> int:
+    if entries.is_payload_file(args.url):  # ls FILE [ENTRY...]
+        if args.keys:
+            args.parser.error(f"{args.url} is a payload file: --keys lists the values of a store")
+        lv = entries.open_file(args.url, entries.options(args))
+        return entries.list_entries(lv, args.path, args.url, os.path.getsize(args.url))
     store = _open(args, args.url)
+    args.prefix = args.path[0] if args.path else ""
+    if _ls_entries(args, store):
+        key = args.prefix
+        if not store.exists(key):
+            raise entries.missing_value(store.url, key)
+        lv = store.lazy(key, **entries.options(args))
+        return entries.list_entries(lv, args.path[1:], f"{store.url}: {quote(key)}", store.head(key).size)
     listed = store.list_objects(args.prefix, side_objects=True)
     side = [(o.key, o.size) for o in listed if is_side_key(o.key)]
     shown = listed if args.all else [o for o in listed if not is_side_key(o.key)]
@@ -171,7 +220,25 @@ def _cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_cat(args: argparse.Namespace) -> int:
-    """``cat URL KEY`` (and ``inspect URL KEY``): what `inspect` prints, for a stored value."""
+    """``cat URL KEY`` (and ``inspect URL KEY``): what `inspect` prints, for a stored value;
+    ``cat URL KEY ENTRY...`` (and ``cat FILE ENTRY...``): one entry's value, read alone."""
+    words = list(getattr(args, "entries", None) or [])
+    rows, columns = getattr(args, "rows", None), getattr(args, "columns", None)
+    if hasattr(args, "entries") and entries.is_payload_file(args.url):  # cat FILE [ENTRY...] (not inspect)
+        words = ([args.key] if args.key is not None else []) + words
+        if not words and rows is None and columns is None:
+            from freight.cli.payload import inspect_file
+
+            return inspect_file(args.url, read_key(args.key_file))
+        lv = entries.open_file(args.url, entries.options(args))
+        return entries.print_entry(lv, words, args.url, os.path.getsize(args.url), rows, columns)
+    if args.key is None:
+        args.parser.error("the following arguments are required: KEY")
+    if words or rows is not None or columns is not None:
+        store = _open(args, args.url)
+        lv = store.lazy(args.key, **entries.options(args))
+        label = f"{store.url}: {quote(args.key)}"
+        return entries.print_entry(lv, words, label, store.head(args.key).size, rows, columns)
     sign_key = read_key(args.key_file)
     store = _open(args, args.url)
     modified = store.head(args.key).modified
@@ -267,22 +334,68 @@ def add_parsers(sub: Any) -> None:
         description="List the values of a store.",
         epilog=_ENV_HELP,
     )
-    p.add_argument("url", metavar="URL", help="a folder (file://PATH or a plain path) or s3://BUCKET/PREFIX")
-    p.add_argument("prefix", metavar="PREFIX", nargs="?", default="", help="only the keys that start with this")
+    p.add_argument(
+        "url",
+        metavar="URL | FILE",
+        help="a folder (file://PATH or a plain path) or s3://BUCKET/PREFIX; or a payload file, whose entries "
+        "are listed",
+    )
+    p.add_argument(
+        "path",
+        metavar="PREFIX | KEY [ENTRY ...]",
+        nargs="*",
+        default=[],
+        help="only the keys that start with PREFIX; or, when it is the key of a stored dict, list or tuple (and "
+        "no other key starts with it), that value's entries, read from its header alone: name, kind, dtype "
+        "and shape or length, size and stored size. ENTRY words go down into nested entries (a dict's key "
+        "as listed, a list's index); an entry that is not a container is described (a table's columns)",
+    )
     p.add_argument(
         "-l", "--long", action="store_true", help="also read each header: pickle needed, signed, serializer tags"
     )
     p.add_argument("-a", "--all", action="store_true", help="also list side objects (KEY.freight-side/...)")
+    p.add_argument(
+        "-e",
+        "--entries",
+        action="store_true",
+        help="list the entries of the value under KEY (even when other keys start with KEY too)",
+    )
+    p.add_argument(
+        "-k",
+        "--keys",
+        action="store_true",
+        help="list the values whose keys start with PREFIX, even when it is the key of a stored value",
+    )
+    p.add_argument("--key-file", metavar="PATH", help="with entries: authenticate the header and what is read")
+    entries.add_arguments(p)
     p.set_defaults(func=_cmd_ls, parser=p, intermixed=True)
 
     p = sub.add_parser(
         "cat",
-        help="describe a stored value without decoding it (as `inspect` does for a file)",
-        description="Describe a stored value without decoding it, as `freight inspect` does for a file.",
+        help="describe a stored value without decoding it (as `inspect` does for a file), or print one entry",
+        description="Describe a stored value without decoding it, as `freight inspect` does for a file; with "
+        "ENTRY words, print that entry of a stored dict, list or tuple (numpy, pandas and pyarrow summarise "
+        "large ones), reading only its frames, and say on stderr how many bytes were read. FILE ENTRY... "
+        "does the same for a payload file.",
         epilog=_ENV_HELP,
     )
-    p.add_argument("url", metavar="URL")
-    p.add_argument("key", metavar="KEY", help="the key as it was saved")
+    p.add_argument("url", metavar="URL | FILE")
+    p.add_argument("key", metavar="KEY", nargs="?", help="the key as it was saved")
+    p.add_argument(
+        "entries",
+        metavar="ENTRY",
+        nargs="*",
+        default=[],
+        help="an entry, as `freight ls URL KEY` lists it (a dict's key, a list's index); more go down into "
+        "nested entries",
+    )
+    p.add_argument("--rows", metavar="A:B", help="only these rows of an array entry (reads only their blocks)")
+    p.add_argument(
+        "--columns",
+        metavar="C1,C2",
+        help="only these columns of a pyarrow Table or RecordBatch or polars DataFrame (reads only their buffers)",
+    )
+    entries.add_arguments(p)
     p.add_argument(
         "--key-file",
         metavar="PATH",
