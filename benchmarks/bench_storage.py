@@ -13,6 +13,9 @@ b. S3 on a loopback s3s-fs server (``make test-server`` builds it): ``save`` / `
    boto3's ``upload_fileobj`` / ``download_fileobj`` (its default multi-threaded transfer) of the
    same bytes to the same server.
 c. Peak memory of ``save`` (a child process per backend): resident set growth over the input.
+d. Values read in part (``Store.lazy``, issue 31), local and S3: one array of 8 x 32 MiB, 1,000
+   rows of a 10M-row array, one column of a 10-column 1M-row table, against the whole load, and
+   the bytes each read (:mod:`freight.bench.storage`, also ``freight bench --storage``).
 
 Ratios are peer time / freight time (above 1: freight is faster). Targets come from the storage
 issue; the exit status follows harness.finish.
@@ -300,9 +303,21 @@ def case_memory(nbytes: int, targets: list[Target], rows: list[list[str]]) -> di
     return out
 
 
+def case_lazy(quick: bool, targets: list[Target], rows: list[list[str]]) -> dict:
+    from freight.bench import storage
+
+    out = storage.measure(quick, scratch=str(_scratch()))
+    for r in out["rows"]:
+        lazy, whole = r["lazy_ns"], r["whole_ns"]
+        part = f"{r['backend']} lazy: {r['case']} ({fmt_bytes(r['bytes_read'])} read)"
+        rows.append([part, fmt_ns(lazy), "-", "load (the whole value)", fmt_ns(whole), f"{whole / lazy:.2f}x"])
+    targets += [Target(**t) for t in out["targets"]]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(
-        "bench_storage.py", "freight.storage against cp and boto3", "abc", "256 MiB instead of 1 GiB", argv
+        "bench_storage.py", "freight.storage against cp and boto3", "abcd", "256 MiB instead of 1 GiB", argv
     )
     nbytes = (256 if args.quick else 1024) * MiB
     repeat = 3 if args.quick else 5
@@ -316,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         results["cases"]["s3"] = case_s3(nbytes, repeat, targets, rows)
     if "c" in args.cases:
         results["cases"]["memory"] = case_memory(nbytes, targets, rows)
+    if "d" in args.cases:
+        results["cases"]["lazy"] = case_lazy(args.quick, targets, rows)
     print(f"== freight.storage, {fmt_bytes(nbytes)} float64 array, best of {repeat} ==")
     print_table(["operation", "freight", "throughput", "peer", "peer time", "ratio"], rows)
     print_targets(targets)

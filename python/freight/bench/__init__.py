@@ -4,6 +4,7 @@
     python -m freight bench --quick                # under a minute: smaller sizes, fewer samples
     python -m freight bench --only pandas,numpy --out results/
     python -m freight bench --compare old/results.json new/results.json
+    python -m freight bench --storage [--quick]    # values read in part against whole loads
 
 Writes ``results.json`` (every measurement, its allocator states and peak memory, the
 like-for-like comparisons, the machine), ``report.md`` (a table per workload with ratios against
@@ -55,6 +56,13 @@ def _parser() -> argparse.ArgumentParser:
         "(--only picks engines); writes engines.json, engines.md, engines.png",
     )
     p.add_argument(
+        "--storage",
+        action="store_true",
+        help="values read in part (Store.lazy) against whole loads, on a local store and on an s3s-fs server: "
+        "one array of eight, 1,000 rows of a 10M-row array, one column of ten; writes storage.json, storage.md, "
+        "storage.png",
+    )
+    p.add_argument(
         "--compare", nargs=2, metavar=("OLD", "NEW"), help="print what got faster or slower between two results.json"
     )
     p.add_argument(
@@ -100,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         from freight.bench import engines
 
         return engines.main(args.quick, args.only, args.out, args.repeat, progress=not args.no_progress)
+    if args.storage:
+        from freight.bench import storage
+
+        return storage.main(args.quick, args.out, args.repeat, plots=not args.no_plots)
     if args.compare:
         from freight.bench.report import compare
 
