@@ -437,11 +437,12 @@ def decompress_blocks(codec: int, stored: Buffer, raw_len: int, shuffle: int | N
     blocks) holding some of a frame's blocks, into `raw_len` bytes: a lazy read's slice of a
     compressed frame decompresses only its blocks. Every size is checked as in a whole load."""
 
-def frame_raw(data: Buffer, index: int, keys: _Key = None, verify: bool = True) -> bytes:
+def frame_raw(data: Buffer, index: int, keys: _Key = None, verify: bool = True) -> bytes | memoryview:
     """The raw bytes of frame `index` of the payload in `data` (its bytes where they lie: at least
     the header and that frame), checked against its checksum or digests (always when `keys` are
-    given and the payload is head-signed; the header's signature is checked first) and
-    decompressed: a lazy read of some columns of a table reads only their frames."""
+    given and the payload is head-signed; the header's signature is checked first): a read-only
+    view of `data` for an uncompressed frame (a mapped file is not copied), new memory for a
+    compressed one. A lazy read of some columns of a table reads only their frames."""
 
 _Span: TypeAlias = tuple[int, int, int, list[int], list[int], int, str]
 

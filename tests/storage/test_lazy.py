@@ -585,16 +585,9 @@ def test_truncated_objects_are_refused_at_open(store_location, cut):
 
 
 @pytest.mark.parametrize("replacement", ["same size", "smaller"])
-def test_an_object_replaced_after_open_is_refused_never_mixed(store_location, replacement, request):
-    if store_location.backend == "s3" and replacement == "smaller":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="freight-store get_ranges: a ranged read pinned to an etag that the server "
-                "answers 416 (the range lies past the new, shorter object) is a generic S3 error, "
-                "not Changed",
-            )
-        )
+def test_an_object_replaced_after_open_is_refused_never_mixed(store_location, replacement):
+    # "smaller" on S3: the server answers 416 (the range lies past the new object) before it
+    # checks the pinned etag; the store then sees the new version and says "replaced".
     rng = np.random.default_rng(3)
     store = _store(store_location)
     store.save("v", {"a": rng.random(300_000), "b": np.arange(1000.0), "s": "old"})
@@ -650,12 +643,6 @@ def test_allow_pickle_false_refuses_an_entry_that_needs_pickle(store_location):
     assert store.lazy("v")["df"]["o"][0] == fractions.Fraction(1, 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Codec._loads_node refuses the whole payload on its NEEDS_PICKLE flag / tag list "
-    "(DecodeCtx::new), so with allow_pickle=False or allowed_tags no entry, not even keys(), can "
-    "be read lazily; issue 31 says they apply to what a lazy read decodes",
-)
 def test_safe_options_apply_to_the_entries_read_not_the_whole_payload(store_location):
     store = _store(store_location)
     store.save("v", _with_pickled_entry())

@@ -121,6 +121,18 @@ pub fn span_of(
     frame_count: u32,
     tag_count: u32,
 ) -> Result<NodeSpan> {
+    walk_node(tree, range, memo_base, frame_count, tag_count).map(|(span, _)| span)
+}
+
+/// `span_of`, with what the node holds (its serializer tags and pickle nodes: what the safe
+/// loading options judge when the node is decoded alone).
+pub fn walk_node(
+    tree: &[u8],
+    range: std::ops::Range<usize>,
+    memo_base: u64,
+    frame_count: u32,
+    tag_count: u32,
+) -> Result<(NodeSpan, TreeSummary)> {
     let Some(bytes) = tree.get(range.clone()) else {
         return Err(Error::corrupt("a node span lies outside the tree"));
     };
@@ -136,12 +148,13 @@ pub fn span_of(
     r.expect_end("node")?;
     walker.outside.sort_unstable();
     walker.outside.dedup();
-    Ok(NodeSpan {
+    let span = NodeSpan {
         range,
         memo_base,
         frames: walker.frames_used,
         outside: walker.outside,
-    })
+    };
+    Ok((span, walker.summary))
 }
 
 /// The span of the child node `r` is at (`r` reads the tree from offset `at`), which it moves

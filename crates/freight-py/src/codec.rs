@@ -457,7 +457,7 @@ impl Codec {
         allowed_tags: Option<&Bound<'py, PyAny>>,
         strict_versions: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = self.decode_options(
+        let mut opts = self.decode_options(
             allow_pickle,
             zero_copy,
             verify,
@@ -467,9 +467,19 @@ impl Codec {
             strict_versions,
             None,
         )?;
+        // Judged on this node, not on the payload's other entries (check_node).
+        let (allow_pickle, allowed_tags) = (opts.allow_pickle, opts.allowed_tags.take());
+        opts.allow_pickle = true;
         let parts = freight_core::Parts::Single(export_input(data)?);
         let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
         let (start, end, base) = node;
+        ctx.check_node(
+            py,
+            start..end,
+            base as u64,
+            allow_pickle,
+            allowed_tags.as_deref(),
+        )?;
         let tree = ctx.tree();
         let Some(bytes) = tree.get(start..end) else {
             return Err(Error::corrupt(format!(

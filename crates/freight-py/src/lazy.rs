@@ -11,6 +11,7 @@ use freight_core::{sign, Error as CoreError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use crate::buffer::{frame_memoryview, maybe_detach, FrameBuffer, Owner};
 use crate::errors::Result;
 use crate::options;
 
@@ -352,8 +353,9 @@ pub fn decompress_blocks<'py>(
 
 /// The raw bytes of frame `index` of the payload in `data` (its bytes where they lie: at least
 /// the header and that frame), checked against its checksum or digests (always when `keys` are
-/// given and the payload is head-signed; the header's signature is checked first) and
-/// decompressed: a lazy read of some columns of a table reads only their frames.
+/// given and the payload is head-signed; the header's signature is checked first): a read-only
+/// view of `data` for an uncompressed frame (a mapped file is not copied), new memory for a
+/// compressed one. A lazy read of some columns of a table reads only their frames.
 #[pyfunction]
 #[pyo3(signature = (data, index, keys=None, verify=true))]
 pub fn frame_raw<'py>(
@@ -362,7 +364,7 @@ pub fn frame_raw<'py>(
     index: u32,
     keys: Option<&Bound<'py, PyAny>>,
     verify: bool,
-) -> PyResult<Bound<'py, PyBytes>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let keys = match keys {
         Some(k) if !k.is_none() => options::keys(k)?,
         _ => Vec::new(),
@@ -374,9 +376,25 @@ pub fn frame_raw<'py>(
     };
     let parts = freight_core::Parts::Single(crate::decode::input::export_input(data)?);
     let payload = crate::decode::input::open(py, parts, &opts)?;
-    let raw = payload
-        .frames()
-        .raw(index)
+    let frames = payload.frames();
+    let frame = frames.get(index).map_err(crate::errors::Error::from)?;
+    if frame.compressed() {
+        let raw = maybe_detach(py, frame.raw_len(), || {
+            frames.raw(index).map(|r| r.into_owned())
+        })
         .map_err(crate::errors::Error::from)?;
-    Ok(PyBytes::new(py, &raw))
+        return Ok(PyBytes::new(py, &raw).into_any());
+    }
+    let frame = maybe_detach(py, frame.stored().len(), || frames.view(index))
+        .map_err(crate::errors::Error::from)?;
+    let stored = frame.stored();
+    frame_memoryview(
+        py,
+        FrameBuffer::new(
+            Owner::Buffer(frame.owner().0.clone()),
+            stored.as_ptr(),
+            stored.len(),
+            true,
+        ),
+    )
 }

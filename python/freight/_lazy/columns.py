@@ -47,6 +47,13 @@ def _arrow_meta(reader: Any, span: Span, path: str) -> tuple[str, Any, list[Any]
     import pyarrow as pa
 
     tag, meta_span, frames = ext_tag(reader, span)
+    allowed = reader.options.get("allowed_tags", reader.freight.options.allowed_tags)
+    if allowed is not None and tag not in allowed:
+        from freight.exceptions import UnsafePayloadError
+
+        raise UnsafePayloadError(
+            f"{path}: tag {tag!r} is not in allowed_tags {sorted(allowed)}; add it to read this table"
+        )
     if tag not in TABLE_TAGS:
         tables = ", ".join(TABLE_TAGS)
         raise LazyReadError(f"{path} is a {tag or span.tag} value, not a table; .columns() reads columns of {tables}")
@@ -92,11 +99,4 @@ def read_columns(reader: Any, span: Span, path: str, names: Sequence[str]) -> An
     verify = reader.options.get("verify", True)
     raws = [memoryview(_freight.frame_raw(buf, i, keys, verify is not False)) for i in wanted]
     new_meta = (new_schema.serialize().to_pybytes(), new_batches)
-    allowed = reader.options.get("allowed_tags", reader.freight.options.allowed_tags)
-    if allowed is not None and tag not in allowed:
-        from freight.exceptions import UnsafePayloadError
-
-        raise UnsafePayloadError(
-            f"{path}: tag {tag!r} is not in allowed_tags {sorted(allowed)}; add it to read this table"
-        )
     return reader.freight.registry.by_tag(tag).decode(new_meta, raws)

@@ -288,6 +288,62 @@ impl DecodeCtx {
         self.payload.tree()
     }
 
+    /// The safe-loading options judged on one node (a lazy read's entry) rather than on the
+    /// payload: its serializer tags and pickle nodes, from a walk of the node. The context was
+    /// opened without them (`allow_pickle` on, no `allowed_tags`), so that the other entries of
+    /// a payload do not refuse this one.
+    pub fn check_node(
+        &self,
+        py: Python<'_>,
+        node: std::ops::Range<usize>,
+        memo_base: u64,
+        allow_pickle: bool,
+        allowed: Option<&[String]>,
+    ) -> Result<()> {
+        let header = self.payload.header();
+        let (_, summary) = freight_core::walk::walk_node(
+            self.tree(),
+            node,
+            memo_base,
+            header.frames.len() as u32,
+            header.tags.len() as u32,
+        )?;
+        let listed = |tag: &str| allowed.is_none_or(|a| a.iter().any(|t| t == tag));
+        let refuse = |tag: &str| {
+            Error::Unsafe(format!(
+                "the entry uses {tag:?}, which allowed_tags does not list (it allows {allowed:?}); \
+                 add it to allowed_tags only if you trust what that serializer decodes"
+            ))
+        };
+        for &index in &summary.ext_tags {
+            let tag = header.tags[index as usize].as_str();
+            if !listed(tag) {
+                return Err(refuse(tag));
+            }
+            let entry = self.entries[index as usize].bind(py);
+            if !allow_pickle
+                && !entry
+                    .getattr(pyo3::intern!(py, "safe"))?
+                    .extract::<bool>()?
+            {
+                return Err(unsafe_serializer(tag));
+            }
+        }
+        if summary.pickle_nodes > 0 {
+            if !listed("pickle") {
+                return Err(refuse("pickle"));
+            }
+            if !allow_pickle {
+                return Err(Error::Unsafe(
+                    "the entry needs pickle to load (it holds objects freight encodes with pickle), and \
+                     allow_pickle=False refuses that; load it with allow_pickle=True only if you trust its source"
+                        .to_owned(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// "python 3.11, cloudpickle 3.1": what wrote the payload, for error messages.
     pub fn producer(&self) -> Option<String> {
         let versions = &self.payload.header().versions;
