@@ -92,7 +92,8 @@ def test_single_buffer_and_frame_list_describe_the_same_payload():
 
 def test_flags_name_the_header_bits():
     signed = freight.dumps(lambda: 1, key=KEY)
-    assert freight.inspect(signed)["flags"] == ["needs_pickle", "meta", "signed"]
+    # head_signed (format 1.2): the signature follows the header checksum and covers the header.
+    assert freight.inspect(signed)["flags"] == ["needs_pickle", "meta", "signed", "head_signed"]
     assert freight.inspect(freight.dumps(1))["flags"] == []
 
 
@@ -107,7 +108,8 @@ def test_signatures_are_checked_the_same_way_by_every_reader(layout):
         load = freight.loads
     else:
         good = _frames(VALUE, key=KEY)
-        forged = [good[0], good[1], b"y" * len(good[2]), good[3]]
+        assert len(good) == 3  # the header buffer ends with the signature: no separate buffer
+        forged = [good[0], good[1], b"y" * len(good[2])]
         unsigned = _frames(VALUE)
         load = freight.loads_frames
     load(good, key=KEY)
