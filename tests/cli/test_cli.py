@@ -104,13 +104,34 @@ def test_inspect_prints_what_freight_inspect_returns(files, capsys, name):
         assert f"{kind} {count}" in field(out, "  node kinds")
 
 
+def _table_header(text: str) -> list[str]:
+    return next(line for line in text.splitlines() if line.lstrip().startswith("#")).split()
+
+
 def test_inspect_shows_compression_columns_only_when_a_frame_is_compressed(files, capsys):
     _, plain, _ = run(capsys, "inspect", files["numpy.frt"])
     _, packed, _ = run(capsys, "inspect", files["zstd.frt"])
     assert "codec" not in plain and "ratio" not in plain
-    header = next(line for line in packed.splitlines() if line.lstrip().startswith("#"))
-    assert header.split() == ["#", "offset", "size", "stored", "ratio", "codec", "shuffle", "checksum", "status"]
-    assert "(per block)" in frame_rows(plain)[0]  # 2.3 MiB: checksummed per 1 MiB block
+    assert _table_header(packed) == ["#", "offset", "size", "stored", "ratio", "codec", "shuffle", "checksum", "status"]
+    # 2.3 MiB: sealed by xxh3 digests of 64 KiB blocks (format 1.2) instead of a checksum; the
+    # small frame beside it keeps its checksum.
+    assert _table_header(plain) == ["#", "offset", "size", "checksum", "digests", "status"]
+    rows = frame_rows(plain)
+    assert "xxh3 / 64.0 KiB" in rows[0] and rows[0].endswith("ok")
+    assert rows[1].split()[-2:] == ["-", "ok"]
+
+
+def test_inspect_shows_the_digests_of_a_signed_payload_and_a_changed_block(files, capsys, tmp_path):
+    _, out, _ = run(capsys, "inspect", files["signed.frt"])
+    assert _table_header(out)[-3:] == ["checksum", "digests", "status"]
+    assert all("sha256 / 256.0 KiB" in row and row.endswith("ok") for row in frame_rows(out).values())
+    data = bytearray(open(files["numpy.frt"], "rb").read())
+    frame = freight.inspect(bytes(data))["frames"][0]
+    data[frame["offset"] + 3 * 65536 + 1] ^= 1  # in block 3
+    path = tmp_path / "flipped.frt"
+    path.write_bytes(bytes(data))
+    rc, out, _ = run(capsys, "inspect", str(path))
+    assert rc == 0 and frame_rows(out)[0].endswith("MISMATCH") and frame_rows(out)[1].endswith("ok")
 
 
 def test_the_frame_table_of_a_frame_list_has_no_offsets():

@@ -37,11 +37,12 @@ FRAME_KEYS = {
     "block_checksum",
     "checksum",
     "checksum_ok",
+    "digests",
 }
 TREE_KEYS_OK = {"ok", "length", "nodes", "max_depth", "pickle_nodes", "node_tags"}
 TREE_KEYS_BAD = {"ok", "length", "error"}
 # The header's flag bits (docs/FORMAT.md, "Envelope"): byte 5 of a payload.
-FLAG_BITS = {"needs_pickle": 1, "frames": 2, "meta": 4, "signed": 8, "packed": 16}
+FLAG_BITS = {"needs_pickle": 1, "frames": 2, "meta": 4, "signed": 8, "packed": 16, "head_signed": 32}
 
 # Unpickling side effects: anything in here means a payload was decoded.
 SIDE_EFFECTS: list[str] = []
@@ -94,6 +95,11 @@ def test_inspect_returns_exactly_the_documented_keys(name):
         assert set(frame) == FRAME_KEYS
         assert frame["codec"] in ("none", "lz4", "zstd")
         assert frame["checksum"] is None or (len(frame["checksum"]) == 16 and int(frame["checksum"], 16) >= 0)
+        # Block digests (format 1.2): a signed payload's frames carry SHA-256 of 256 KiB blocks,
+        # a checksummed frame larger than 1 MiB xxh3 of 64 KiB blocks.
+        assert frame["digests"] in (None, ("xxh3", 1 << 16), ("sha256", 1 << 18))
+        if info["signed"]:
+            assert frame["digests"] == ("sha256", 1 << 18)
     assert set(info["tree"]) == TREE_KEYS_OK and info["tree"]["ok"] is True
     assert info["total_length"] == len(blob)
     assert info["signature_ok"] is None
@@ -109,13 +115,15 @@ def test_flags_name_the_header_bits_that_are_set(name):
     assert ("needs_pickle" in flags) == info["needs_pickle"]
     assert ("signed" in flags) == info["signed"]
     assert ("frames" in flags) == bool(info["frames"])
+    # Every signing writer since format 1.2 signs the header (the signature follows it).
+    assert ("head_signed" in flags) == info["signed"]
 
 
 def test_flags_of_known_payloads():
     assert freight.inspect(freight.dumps([1, 2, 3]))["flags"] == []
     # "meta": the payload records numpy's version.
     assert freight.inspect(freight.dumps(np.arange(10)))["flags"] == ["frames", "meta", "packed"]
-    assert set(freight.inspect(freight.dumps(lambda: 1, key=KEY))["flags"]) >= {"needs_pickle", "signed"}
+    assert set(freight.inspect(freight.dumps(lambda: 1, key=KEY))["flags"]) >= {"needs_pickle", "signed", "head_signed"}
 
 
 def test_inspect_takes_a_buffer_or_a_list_or_tuple_of_buffers():
@@ -180,11 +188,19 @@ def test_verify_checks_frames_of_a_frame_list():
 
 
 def test_verify_checks_the_signature_only_with_a_key():
-    blob = bytearray(freight.dumps({"a": np.arange(100)}, key=KEY))
-    blob[-1] ^= 1  # the signature trailer
+    original = freight.dumps({"a": np.arange(100)}, key=KEY)
+    blob = bytearray(original)
+    signature_end = freight.inspect(original)["header_length"]  # it follows the header checksum
+    blob[signature_end - 1] ^= 1
     freight.verify(bytes(blob))  # nothing else changed
-    with pytest.raises(freight.IntegrityError):
+    with pytest.raises(freight.IntegrityError, match="signature"):
         freight.verify(bytes(blob), key=KEY)
+    # A frame byte: its signed block digest no longer matches, with or without the key.
+    blob = bytearray(original)
+    blob[-1] ^= 1
+    for key in (None, KEY):
+        with pytest.raises(freight.IntegrityError, match="block 0 of frame 0"):
+            freight.verify(bytes(blob), key=key)
     with pytest.raises(freight.IntegrityError):
         freight.verify(freight.dumps(1, key=KEY), key=WRONG_KEY)
     with pytest.raises(freight.IntegrityError, match="not signed"):

@@ -55,16 +55,26 @@ def _table(headers: list[str], rows: list[list[str]], indent: str = "  ") -> lis
     return lines
 
 
+def _fmt_digests(frame: FrameInfo) -> str:
+    """A frame's block digests (format 1.2): ``sha256 / 256 KiB``, or ``-`` without."""
+    digests = frame["digests"]
+    if digests is None:
+        return "-"
+    kind, block = digests
+    return f"{kind} / {_fmt_bytes(block, exact=False)}"
+
+
 def frame_table(frames: list[FrameInfo]) -> list[str]:
-    """One row per frame: position, sizes, compression, checksum and whether it matches. The
-    offset column is left out for a dumps_frames list, and the compression columns when no
-    frame is compressed."""
+    """One row per frame: position, sizes, compression, checksum, block digests and whether they
+    match. The offset column is left out for a dumps_frames list, the compression columns when
+    no frame is compressed, and the digests column when no frame has block digests."""
     with_offsets = any(f["offset"] is not None for f in frames)
     compressed = any(f["codec"] != "none" for f in frames)
+    digested = any(f["digests"] is not None for f in frames)
     headers = ["#"] + (["offset"] if with_offsets else []) + ["size"]
     if compressed:
         headers += ["stored", "ratio", "codec", "shuffle"]
-    headers += ["checksum", "status"]
+    headers += ["checksum"] + (["digests"] if digested else []) + ["status"]
     rows = []
     for f in frames:
         row = [str(f["index"])]
@@ -81,7 +91,7 @@ def frame_table(frames: list[FrameInfo]) -> list[str]:
         checksum = f["checksum"] or "-"
         if f["block_checksum"]:
             checksum += " (per block)"
-        row += [checksum, _checksum_status(f)]
+        row += [checksum] + ([_fmt_digests(f)] if digested else []) + [_checksum_status(f)]
         rows.append(row)
     return _table(headers, rows)
 
