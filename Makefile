@@ -218,8 +218,12 @@ bench: build $(S3S_FS)  ## freight bench (every workload and peer, over sizes: r
 FUZZ_S ?= 180
 # Examples per fidelity property in `make fuzz` (`make test` runs 40).
 FIDELITY_EXAMPLES ?= 5000
-FUZZ_TARGETS := payload_open payload_split tree_walk decompress checksum signature sparse_indices string_offsets
+FUZZ_TARGETS := payload_open payload_split tree_walk decompress checksum signature digests sparse_indices string_offsets
 CARGO_FUZZ := .tools/bin/cargo-fuzz
+# Corpus seeds: the golden payloads of formats 1.0 and 1.2 (every set: checksummed, compressed,
+# signed) and the old signatures (v1.1-signed), named by content (the sets share file names);
+# not the 1 MiB case (digested_frames): libFuzzer sizes its inputs by the largest seed.
+FUZZ_SEEDS := $(filter-out %/digested_frames.frt,$(wildcard tests/golden/v1/*.frt tests/golden/v1.2/*.frt tests/golden/v1.2/*/*.frt tests/golden/v1.1-signed/*.frt))
 
 $(CARGO_FUZZ):
 	cargo install cargo-fuzz --locked --root .tools
@@ -227,7 +231,7 @@ $(CARGO_FUZZ):
 .PHONY: fuzz
 fuzz: build $(CARGO_FUZZ)  ## Fuzz for FUZZ_S seconds per target (Rust targets, then Python loads over every serializer, also under ASan)
 	cd crates/freight-core && for t in $(FUZZ_TARGETS); do \
-		mkdir -p fuzz/corpus/$$t; cp ../../tests/golden/v1/*.frt fuzz/corpus/$$t/ 2>/dev/null; \
+		mkdir -p fuzz/corpus/$$t; for f in $(FUZZ_SEEDS); do cp ../../$$f fuzz/corpus/$$t/seed-$$(sha1sum < ../../$$f | cut -c1-16); done; \
 		RUSTC_BOOTSTRAP=1 ../../$(CARGO_FUZZ) run -O $$t -- -max_total_time=$(FUZZ_S) -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 2>&1 \
 			| grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==[0-9]+==ERROR|SUMMARY|Done)" | sed "s/^/$$t: /" ; \
 		test $${PIPESTATUS[0]} -eq 0 || exit 1; \
