@@ -28,6 +28,7 @@ __all__ = [
     "verify",
     "compressed_frames",
     "_envelope",
+    "_huge_pages_ready",
     "string_array_valid",
     "compressed_indices_error",
     "arrow_dumps",
@@ -360,6 +361,10 @@ def _envelope(
     versions: list[tuple[str, str]] = ...,
 ) -> bytes:
     """Wraps a raw node tree and frames in a valid envelope (for tests and fuzzers)."""
+
+# Built with the `testing` cargo feature only.
+def _huge_pages_ready(len: int) -> bool:
+    """Whether a decode copying ``len`` bytes keeps huge pages now (the kernel has free ones)."""
 
 def inspect(data: _Payload, key: _Key = None) -> PayloadInfo:
     """Describes a payload (header, tags, producer versions, frames and checksums, tree shape)

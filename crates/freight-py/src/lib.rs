@@ -49,5 +49,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(array_checks::compressed_indices_error, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(testing_envelope::_envelope, m)?)?;
+    #[cfg(feature = "testing")]
+    m.add_function(wrap_pyfunction!(testing_envelope::_huge_pages_ready, m)?)?;
     Ok(())
 }

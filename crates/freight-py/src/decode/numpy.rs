@@ -116,7 +116,7 @@ impl<'py> TreeDecoder<'_, 'py> {
         let dst = RawBuffer::get(&arr, ffi::PyBUF_WRITABLE | ffi::PyBUF_ANY_CONTIGUOUS)?;
         // SAFETY: a fresh array nobody else references; the export is writable and contiguous.
         let out = unsafe { dst.as_mut_slice() };
-        freight_core::memory::advise_ordinary_pages(out);
+        freight_core::memory::advise_decoded(out);
         ctx.copy_frame(py, index, out)?;
         drop(dst);
         Ok(arr)
