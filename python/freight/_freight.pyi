@@ -21,6 +21,7 @@ __all__ = [
     "NativeStore",
     "StoredBuffer",
     "PayloadParts",
+    "ArrowMeta",
     "PickleSink",
     "PickleSource",
     "ChainedReduce",
@@ -28,6 +29,7 @@ __all__ = [
     "verify",
     "compressed_frames",
     "_envelope",
+    "_huge_pages_ready",
     "string_array_valid",
     "compressed_indices_error",
     "arrow_dumps",
@@ -334,6 +336,16 @@ class NativeStore:
     def info(self, key: str) -> StoreInfo: ...
 
 @final
+class ArrowMeta:
+    """An Arrow Ext node's metadata ``(schema, batches)`` read straight from a payload by the
+    decoder, for serializers that declare ``arrow_meta = True``; ``arrow_loads`` takes it as it
+    takes the tuple."""
+
+    @property
+    def batch_count(self) -> int:
+        """How many arrays the stream holds (a record batch of no rows has none)."""
+
+@final
 class PayloadParts:
     """An object encoded in the ``dumps`` layout as parts over its memory (header, padding,
     frames, signature), never assembled in one buffer: what a store streams."""
@@ -389,6 +401,10 @@ def _envelope(
 ) -> bytes:
     """Wraps a raw node tree and frames in a valid envelope (for tests and fuzzers)."""
 
+# Built with the `testing` cargo feature only.
+def _huge_pages_ready(len: int) -> bool:
+    """Whether a decode copying ``len`` bytes keeps huge pages now (the kernel has free ones)."""
+
 def inspect(data: _Payload, key: _Key = None) -> PayloadInfo:
     """Describes a payload (header, tags, producer versions, frames and checksums, tree shape)
     without decoding it. ``data`` is ``dumps`` output or a ``dumps_frames`` list."""
@@ -417,7 +433,7 @@ def arrow_dumps(obj: Any) -> tuple[tuple[bytes, list[Any]], list[FrameBuffer]]:
     form), and passes on what the object's export raises."""
 
 def arrow_loads(meta: Any, frames: Sequence[Buffer], form: str) -> Any:
-    """The arrays of ``meta`` (as ``arrow_dumps`` writes it) rebuilt over ``frames`` and validated
+    """The arrays of ``meta`` (as ``arrow_dumps`` writes it, or an ``ArrowMeta``) rebuilt over ``frames`` and validated
     in full, as an ``arrow_array_stream`` capsule (``form="stream"``) or a pair of
     ``arrow_schema`` and ``arrow_array`` capsules of its one array (``form="array"``). Raises
     DeserializationError for anything malformed."""

@@ -121,9 +121,10 @@ def _takes_one_argument(func: Callable[..., Any]) -> bool:
 
 class Entry:
     """A registered serializer, normalised to the full protocol. The Rust walker calls
-    ``encode``/``decode`` and reads ``tag``, ``safe`` and ``arrow`` (the serializer's
+    ``encode``/``decode`` and reads ``tag``, ``safe``, ``arrow`` (the serializer's
     ``arrow_node``: True, or a check ``arrow_node(obj)``, when freight may write the Arrow data
-    an object exports as this serializer's node itself; see ``freight.serializers.arrow``)."""
+    an object exports as this serializer's node itself; see ``freight.serializers.arrow``) and
+    ``arrow_meta`` (whether its ``deserialize`` takes that node's metadata as an ``ArrowMeta``)."""
 
     __slots__ = (
         "tag",
@@ -134,6 +135,7 @@ class Entry:
         "simple",
         "subclasses",
         "arrow",
+        "arrow_meta",
         "_serialize",
         "_deserialize",
     )
@@ -175,6 +177,9 @@ class Entry:
         # that rebuilds exactly the classes it lists says False, so subclasses keep their type.
         self.subclasses = bool(getattr(serializer, "subclasses", True))
         self.arrow = getattr(serializer, "arrow_node", False)
+        # Whether the decoder may hand the serializer its Arrow metadata as one
+        # ``_freight.ArrowMeta`` (read straight from the payload) instead of the tuple form.
+        self.arrow_meta = bool(getattr(serializer, "arrow_meta", False))
         if not tag and not getattr(serializer, "tag", None) and self.tag.startswith("__main__."):
             warnings.warn(
                 FreightWarning(

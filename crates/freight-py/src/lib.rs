@@ -39,6 +39,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<encode::pickle_sink::ChainedReduce>()?;
     m.add_class::<decode::pickle_source::PickleSource>()?;
     m.add_class::<payload_parts::PayloadParts>()?;
+    m.add_class::<arrow::ArrowMeta>()?;
     m.add_class::<storage::NativeStore>()?;
     m.add_class::<storage::StoredBuffer>()?;
     m.add_class::<lazy::LazyHeader>()?;
@@ -54,5 +55,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(array_checks::compressed_indices_error, m)?)?;
     #[cfg(feature = "testing")]
     m.add_function(wrap_pyfunction!(testing_envelope::_envelope, m)?)?;
+    #[cfg(feature = "testing")]
+    m.add_function(wrap_pyfunction!(testing_envelope::_huge_pages_ready, m)?)?;
     Ok(())
 }

@@ -43,3 +43,10 @@ pub fn _envelope<'py>(
     writer.write_contiguous(&mut out, &slices, None);
     Ok(PyBytes::new(py, &out))
 }
+
+/// `_freight._huge_pages_ready(len)`: whether a decode copying `len` bytes would keep huge pages
+/// now (freight_core::memory), for the test that reads the kernel's account of the mapping.
+#[pyfunction]
+pub fn _huge_pages_ready(len: usize) -> bool {
+    freight_core::memory::huge_pages_ready(len)
+}

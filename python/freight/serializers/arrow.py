@@ -25,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from freight._freight import arrow_dumps, arrow_loads
+from freight._freight import ArrowMeta, arrow_dumps, arrow_loads
 from freight.exceptions import SerializationError
 from freight.serializers import LibrarySerializer, Pickled
 from freight.serializers import arrow_python as python_form
@@ -92,6 +92,8 @@ class _ArrowSerializer(LibrarySerializer):
     directly; it gives the same metadata."""
 
     arrow_node = True
+    #: the decoder hands Rust-form metadata over as one ArrowMeta, read straight from the payload
+    arrow_meta = True
     subclasses = True  # the concrete array classes (Int64Array, ...) are pyarrow's own
     errors = (pa.ArrowException, KeyError, TypeError, ValueError, IndexError, OverflowError)
     form = "stream"
@@ -113,7 +115,7 @@ class _ArrowSerializer(LibrarySerializer):
         return meta, frames
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
-        if isinstance(meta, tuple):
+        if isinstance(meta, (ArrowMeta, tuple)):
             return self._import(arrow_loads(meta, frames, self.form))
         if isinstance(meta, dict):
             return self.in_python[1](meta, frames)
@@ -151,7 +153,10 @@ class RecordBatchSerializer(_ArrowSerializer):
     in_python = (python_form.encode_batch, python_form.decode_batch)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
-        if isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[1], list) and not meta[1]:
+        empty = meta.batch_count == 0 if isinstance(meta, ArrowMeta) else None
+        if empty is None and isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[1], list):
+            empty = not meta[1]
+        if empty:
             # A batch of no rows: pyarrow's stream of it (what arrow_dumps reads) holds no
             # array at all, so the "array" form has none to import. Read as a stream (the
             # schema, metadata included), then made a batch of no rows of that schema.

@@ -138,8 +138,8 @@ def from_frame(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], fortran: bo
 
 
 def empty(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> np.ndarray:
-    """A fresh array for a copying decode (the decoder takes numpy's huge-page advice back for
-    large ones before copying: freight-core's ``memory::advise_ordinary_pages``)."""
+    """A fresh array for a copying decode (the decoder keeps numpy's huge-page advice for large
+    ones only when the kernel has free huge pages ready: freight-core's ``memory::advise_decoded``)."""
     if dtype.itemsize == 0:
         return _zero_itemsize(dtype, shape, fortran)
     return np.empty(shape, dtype=dtype, order="F" if fortran else "C")

@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from freight._freight import arrow_dumps, arrow_loads
+from freight._freight import ArrowMeta, arrow_dumps, arrow_loads
 from freight.exceptions import DeserializationError, ProducerVersionError, SerializationError
 from freight.serializers import LibrarySerializer
 
@@ -101,6 +101,8 @@ class DataFrameSerializer(_PolarsSerializer):
     tag = "polars.DataFrame"
     types = (pl.DataFrame,)
     arrow_node = staticmethod(_no_objects)
+    #: the decoder hands Rust-form metadata over as one ArrowMeta, read straight from the payload
+    arrow_meta = True
 
     def serialize(self, df: pl.DataFrame) -> tuple[Any, list[Any]]:
         if _has_objects(df.dtypes):
@@ -108,7 +110,7 @@ class DataFrameSerializer(_PolarsSerializer):
         return _exported(df)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.DataFrame:
-        if isinstance(meta, tuple):
+        if isinstance(meta, (ArrowMeta, tuple)):
             return _frame_from(_Stream(arrow_loads(meta, frames, "stream")))
         if "ipc" in meta:
             return _from_ipc(meta, frames)
@@ -119,6 +121,7 @@ class SeriesSerializer(_PolarsSerializer):
     tag = "polars.Series"
     types = (pl.Series,)
     arrow_node = staticmethod(_no_objects)
+    arrow_meta = True
 
     def serialize(self, s: pl.Series) -> tuple[Any, list[Any]]:
         if _has_objects([s.dtype]):
@@ -126,7 +129,7 @@ class SeriesSerializer(_PolarsSerializer):
         return _exported(s)
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> pl.Series:
-        if isinstance(meta, tuple):
+        if isinstance(meta, (ArrowMeta, tuple)):
             return _series_from(_Stream(arrow_loads(meta, frames, "stream")))
         if "ipc" in meta:
             return _from_ipc(meta, frames).to_series(0)

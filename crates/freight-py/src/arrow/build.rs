@@ -137,6 +137,39 @@ pub fn plan(
     })
 }
 
+/// A node `(length, offset, validity, buffers, children)` read straight from a payload's tree
+/// (`decode::arrow_meta`), with no Python objects made; `plan_raw` exports its frames.
+#[derive(Debug, Default)]
+pub struct RawNode {
+    pub len: usize,
+    pub offset: usize,
+    pub validity: Option<usize>,
+    pub buffers: Vec<usize>,
+    pub children: Vec<RawNode>,
+}
+
+/// `plan` of a node read straight from the tree: the same frame lookups and depth limit.
+pub fn plan_raw(node: &RawNode, frames: &mut FrameSource<'_, '_>, depth: usize) -> Result<Plan> {
+    if depth > MAX_DEPTH {
+        return Err(malformed("arrays nested too deep"));
+    }
+    Ok(Plan {
+        len: node.len,
+        offset: node.offset,
+        validity: node.validity.map(|i| frames.buffer(i)).transpose()?,
+        buffers: node
+            .buffers
+            .iter()
+            .map(|&i| frames.buffer(i))
+            .collect::<Result<_>>()?,
+        children: node
+            .children
+            .iter()
+            .map(|child| plan_raw(child, frames, depth + 1))
+            .collect::<Result<_>>()?,
+    })
+}
+
 /// The most values an array may claim over `bytes` bytes of buffers: one bit each (a validity
 /// bitmap, booleans), or 2**31 for types that need no memory per value (null, zero-width
 /// binaries and lists, empty structs, run-end encoded), so that a payload of a few bytes cannot

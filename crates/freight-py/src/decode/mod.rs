@@ -1,8 +1,9 @@
 //! The decode side: `input` opens a payload (through freight-core's `Payload::open`) and
-//! resolves its tags, `tree` rebuilds the object graph, and `stdlib`, `numpy`, `serializer`
+//! resolves its tags, `tree` rebuilds the object graph, and `stdlib`, `numpy`, `serializer` (with `arrow_meta`)
 //! and `pickle_source` decode the node kinds that need Python (each an `impl TreeDecoder`).
 //! Nothing here imports the encode side.
 
+mod arrow_meta;
 pub mod input;
 mod numpy;
 pub mod pickle_source;

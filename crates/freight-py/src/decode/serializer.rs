@@ -25,7 +25,15 @@ impl<'py> TreeDecoder<'_, 'py> {
             })?
             .bind(py)
             .clone();
-        let meta = self.node(r, None)?;
+        // Arrow data in the walker's form is read without making its tuples (`arrow_meta`).
+        let arrow = entry
+            .getattr(pyo3::intern!(py, "arrow_meta"))
+            .is_ok_and(|a| a.is_truthy().unwrap_or(false));
+        let fast = if arrow { self.arrow_meta(r)? } else { None };
+        let meta = match fast {
+            Some(meta) => meta,
+            None => self.node(r, None)?,
+        };
         let frames = r.frame_list()?;
         ctx.verify_frames(py, &frames)?;
         let views = PyList::empty(py);

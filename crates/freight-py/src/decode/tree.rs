@@ -87,6 +87,20 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         })
     }
 
+    /// The object in memo slot `index`, if filled.
+    pub(crate) fn memo_get(&self, index: usize) -> Option<&Py<PyAny>> {
+        self.memo.get(index).and_then(Option::as_ref)
+    }
+
+    /// Fills the next memo slot (a node read outside `node`, after its `Memo` marker).
+    pub(crate) fn memo_push(&mut self, obj: Py<PyAny>) {
+        self.memo.push(Some(obj));
+    }
+
+    pub(crate) fn memo_len(&self) -> usize {
+        self.memo.len()
+    }
+
     pub fn into_memo(self) -> Memo {
         self.memo
     }
