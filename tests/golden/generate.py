@@ -25,7 +25,8 @@ def main() -> None:
         if path.exists():
             print(f"kept    {path}")
             continue
-        path.write_bytes(codec.dumps(make()))
+        # Checksummed, as payloads at rest are (and as the first files were, by the default then).
+        path.write_bytes(codec.dumps(make(), checksum=True))
         print(f"wrote   {path}")
 
 
