@@ -273,7 +273,7 @@ def load(data: Any, buffers: list[Any], source: Any, producer: str | None) -> An
     stack.append(source)
     try:
         if source is None:
-            return pickle.loads(data, buffers=buffers)
+            return pickle.loads(data, buffers=buffers) if buffers else pickle.loads(data)
         unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
         unpickler.persistent_load = source.persistent_load  # type: ignore[method-assign]
         return unpickler.load()

@@ -66,12 +66,13 @@ impl<'py> TreeDecoder<'_, 'py> {
         } else {
             bridge.getattr(pyo3::intern!(py, "load"))?
         };
+        let producer = ctx.producer();
         if externals.is_empty() {
             // Nothing to hand back to freight: plain pickle.loads, no source to set up.
-            return Ok(load.call1((data, buffers, py.None(), ctx.producer().as_deref()))?);
+            return Ok(load.call1((data, buffers, py.None(), producer.as_deref()))?);
         }
         let source = Bound::new(py, PickleSource::new(ctx.clone(), externals))?;
-        let out = load.call1((data, buffers, &source, ctx.producer().as_deref()));
+        let out = load.call1((data, buffers, &source, producer.as_deref()));
         source.borrow().close();
         Ok(out?)
     }

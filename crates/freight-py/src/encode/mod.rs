@@ -161,14 +161,19 @@ fn encode_pickled(
 
 /// The producer versions a payload with pickle records (pickled code is version-specific).
 fn pickle_versions(py: Python<'_>, cloud: bool) -> Result<Vec<(String, String)>> {
-    let mut versions = vec![("python".to_owned(), python_version(py).to_owned())];
-    if cloud {
-        versions.push((
-            "cloudpickle".to_owned(),
-            crate::python_types::cloudpickle_version(py)?.to_owned(),
-        ));
+    // Looked up once: neither can change in a process.
+    static WITH_CLOUD: pyo3::sync::PyOnceLock<Vec<(String, String)>> =
+        pyo3::sync::PyOnceLock::new();
+    let python = ("python".to_owned(), python_version(py).to_owned());
+    if !cloud {
+        return Ok(vec![python]);
     }
-    Ok(versions)
+    Ok(WITH_CLOUD
+        .get_or_try_init(py, || -> PyResult<_> {
+            let cloudpickle = crate::python_types::cloudpickle_version(py)?.to_owned();
+            Ok(vec![python, ("cloudpickle".to_owned(), cloudpickle)])
+        })?
+        .clone())
 }
 
 /// The versions of the libraries whose serializers a payload uses (`pandas` → `3.1.1`), by the
