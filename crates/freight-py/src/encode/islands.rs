@@ -23,6 +23,14 @@ use crate::errors::{Error, Result};
 use freight_core::ptrmap::PtrMap;
 use freight_core::PickleData;
 
+/// Islands one payload may have. Each costs a pickler `dump` and, on loading, an unpickler
+/// `load` over its own stream (about 1.5 us each way, and its node): a payload of many objects
+/// without a native encoding (1000 fractions or dataclasses) is pickled faster, and smaller, by
+/// one pickler as a whole (measured: 1000 fractions, islands 1.7 ms dumps and 2.5 ms loads, the
+/// whole payload 0.5 and 0.47 ms). Past this many, it goes to that pickler (deterministic: the
+/// count depends on the value alone).
+const MAX_ISLANDS: usize = 16;
+
 /// The payload's island pickler and what its islands handed to freight.
 pub struct IslandSession {
     sink: Py<PickleSink>,
@@ -36,6 +44,8 @@ pub struct IslandSession {
     /// format cannot express across scopes.
     external_keys: PtrMap<()>,
     aliased: bool,
+    /// Islands written so far (see MAX_ISLANDS).
+    count: usize,
 }
 
 impl IslandSession {
@@ -56,6 +66,7 @@ impl IslandSession {
             dump,
             external_keys: PtrMap::default(),
             aliased: false,
+            count: 0,
         })
     }
 
@@ -78,10 +89,15 @@ impl<'py> Walker<'_, 'py> {
         let Some(dispatch) = self.islands else {
             return Err(Error::Unsupported);
         };
-        let session = match self.state.session.take() {
+        let mut session = match self.state.session.take() {
             Some(session) => session,
             None => IslandSession::start(py, dispatch)?,
         };
+        session.count += 1;
+        if session.count > MAX_ISLANDS {
+            self.state.session = Some(session);
+            return Err(Error::Unsupported);
+        }
         // The sink adds frames, tags and flags to the payload's state while pickle runs.
         let state = std::mem::take(&mut *self.state);
         let sink = session.sink.bind(py).borrow();
