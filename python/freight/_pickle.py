@@ -15,11 +15,12 @@ dynamic classes stay the same class).
 
 from __future__ import annotations
 
+import copyreg
 import io
 import pickle
 import sys
 import threading
-from collections import ChainMap
+from collections import ChainMap, deque
 from typing import Any
 
 from freight._unpicklable import _FILE_TYPES, _cannot_serialize, _diagnose, _note_where, _open_file_message
@@ -68,29 +69,67 @@ def _cloud_pickler_class() -> Any:
 
         _cloud_reduce = cloudpickle.Pickler.reducer_override
         _cloud_init = cloudpickle.Pickler.__init__
+        refuse = dict.fromkeys(_FILE_TYPES, _refuse_file)
+        table = getattr(cloudpickle.Pickler, "_dispatch_table", None)
+        if isinstance(table, dict):
+            # cloudpickle's own reducers (code objects, cells, modules, ...) and the refusal of
+            # files are looked up by the native hook, in a plain dict; the C pickler then reads
+            # copyreg's table directly. cloudpickle's dispatch_table, a ChainMap of both, costs a
+            # Python __getitem__ (and a KeyError) for every object it does not hold.
+            reducers = {**table, **refuse}
+            dispatch: Any = None
+        else:  # a cloudpickle without that table: its dispatch_table, as it is
+            reducers = {}
+            dispatch = ChainMap(refuse, cloudpickle.Pickler.dispatch_table)
 
         class CloudPickler(cloudpickle.Pickler):
             """cloudpickle, asking freight's sink first: the hook is a native callable that tries
-            the sink, then cloudpickle's own reducer_override (looked up on the instance at init)."""
+            the sink, then cloudpickle's own reducer_override (looked up on the instance at init)
+            for classes and functions, then cloudpickle's reducers by type."""
 
-            # Read by the C pickler when it is initialised; consulted after reducer_override.
-            dispatch_table = ChainMap(dict.fromkeys(_FILE_TYPES, _refuse_file), cloudpickle.Pickler.dispatch_table)
+            # What a pure-Python pickler using this hook consults after it (_unpicklable's probe).
+            probe_dispatch_table = dispatch if dispatch is not None else copyreg.dispatch_table
 
-            def __init__(self, file: io.BytesIO, sink: Any):
-                self.reducer_override = sink.chain(_cloud_reduce.__get__(self))
+            if dispatch is not None:
+                dispatch_table = dispatch
+            else:
+
+                @property
+                def dispatch_table(self) -> Any:
+                    """None, for the C pickler (which reads it when it is initialised): it then
+                    uses copyreg's table, without a Python call per object."""
+                    raise AttributeError("dispatch_table")
+
+            def __init__(self, file: Any, sink: Any):
+                self.reducer_override = sink.chain(_cloud_reduce.__get__(self), reducers)
                 _cloud_init(self, file, protocol=PROTOCOL, buffer_callback=sink.buffer_callback)
 
         _CloudPickler = CloudPickler
     return _CloudPickler
 
 
-def _pickler(cloud: bool, file: io.BytesIO, sink: Any) -> pickle.Pickler:
+def _pickler(cloud: bool, file: Any, sink: Any) -> pickle.Pickler:
     pickler = _cloud_pickler_class()(file, sink) if cloud else _Pickler(file, sink)
     if sink.needs_persistent_id:
         # A serializer is registered for a type pickle saves without asking reducer_override
         # (int, str, list, ...): only persistent_id sees every object.
         pickler.persistent_id = sink.persistent_id  # type: ignore[method-assign]
     return pickler
+
+
+def session_pickler(sink: Any) -> tuple[pickle.Pickler, bool, Any]:
+    """The pickler of a payload's pickle islands (objects the walker has no native encoding for,
+    pickled where they are met): one cloudpickle pickler whose memo spans the payload's islands,
+    writing each island's stream to the sink; plain pickle's when cloudpickle is not installed.
+    Returns (pickler, is_cloudpickle, dump): Rust calls ``dump(pickler, obj)`` once per island,
+    the C pickler's own method (cloudpickle's Python override only rewords a RecursionError,
+    which the whole-payload fallback reports anyway)."""
+    try:
+        _cloud_pickler_class()
+    except ImportError:
+        sink.begin(False)
+        return _pickler(False, sink, sink), False, pickle.Pickler.dump
+    return _pickler(True, sink, sink), True, pickle.Pickler.dump
 
 
 # How pickle and cloudpickle say that they cannot pickle something (as opposed to an error raised
@@ -234,32 +273,75 @@ def load(data: Any, buffers: list[Any], source: Any, producer: str | None) -> An
     stack.append(source)
     try:
         if source is None:
-            return pickle.loads(data, buffers=buffers)
+            return pickle.loads(data, buffers=buffers) if buffers else pickle.loads(data)
         unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
         unpickler.persistent_load = source.persistent_load  # type: ignore[method-assign]
         return unpickler.load()
     except DeserializationError:
         raise
-    except pickle.UnpicklingError as exc:
-        raise DeserializationError(f"the pickle part of the payload{_by(producer)} is corrupt: {exc}") from exc
-    except (AttributeError, ModuleNotFoundError, ImportError) as exc:
+    except Exception as exc:
+        raise _load_error(exc, producer) from exc
+    finally:
+        stack.pop()
+
+
+class LoadSession:
+    """The unpickler of one payload's pickle islands (Pickle nodes of flavour 2, see
+    :func:`session_pickler`): their streams come from one pickler, so a later island may refer to
+    an object an earlier one memoized. Each island's stream is loaded, in tree order, by one
+    ``pickle.Unpickler`` over a file that holds that stream; its out-of-band buffers are what the
+    unpickler's buffer iterator yields next."""
+
+    __slots__ = ("_buffers", "_file", "_unpickler")
+
+    def __init__(self) -> None:
+        self._file = io.BytesIO()
+        self._buffers: deque[Any] = deque()
+        self._unpickler = pickle.Unpickler(self._file, buffers=iter(self._buffers.popleft, None))
+
+    def load(self, data: Any, buffers: list[Any], source: Any, producer: str | None) -> Any:
+        file = self._file
+        file.seek(0)
+        file.truncate()
+        file.write(data)
+        file.seek(0)
+        self._buffers.clear()
+        self._buffers.extend(buffers)
+        if source is not None:
+            self._unpickler.persistent_load = source.persistent_load  # type: ignore[method-assign]
+        stack = getattr(_loading, "sources", None)
+        if stack is None:
+            stack = _loading.sources = []
+        stack.append(source)
+        try:
+            return self._unpickler.load()
+        except DeserializationError:
+            raise
+        except Exception as exc:
+            raise _load_error(exc, producer) from exc
+        finally:
+            stack.pop()
+
+
+def _load_error(exc: Exception, producer: str | None) -> Exception:
+    """What a failed unpickling raises (chained to ``exc``)."""
+    if isinstance(exc, pickle.UnpicklingError):
+        return DeserializationError(f"the pickle part of the payload{_by(producer)} is corrupt: {exc}")
+    if isinstance(exc, (AttributeError, ModuleNotFoundError, ImportError)):
         from freight import _versions
 
         refused = _versions.pickle_refusal(exc)  # another version of the library wrote it
         if refused is not None:
-            raise refused from exc
-        raise DeserializationError(
+            return refused
+        return DeserializationError(
             f"the pickle part of the payload{_by(producer)} refers to code this process cannot import: "
             f"{type(exc).__name__}: {exc}; install the same modules (and versions) on this side"
-        ) from exc
-    except (RecursionError, MemoryError) as exc:
-        raise DeserializationError(
+        )
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return DeserializationError(
             f"the pickle part of the payload{_by(producer)} nests too deeply or is too large to load: {exc!r}"
-        ) from exc
-    except Exception as exc:
-        raise DeserializationError(
-            f"unpickling the payload{_by(producer)} failed: {type(exc).__name__}: {exc} (raised by the "
-            "payload's pickle data or by a __setstate__/__reduce__ it calls; see the chained exception)"
-        ) from exc
-    finally:
-        stack.pop()
+        )
+    return DeserializationError(
+        f"unpickling the payload{_by(producer)} failed: {type(exc).__name__}: {exc} (raised by the "
+        "payload's pickle data or by a __setstate__/__reduce__ it calls; see the chained exception)"
+    )

@@ -145,7 +145,7 @@ def _diagnose(obj: Any, sink: Any, pickler_class: Callable[[], Any]) -> _Finding
     stack: list[Any] = []
     try:
         sink.begin(True)
-        probe = _Probe(hook, sink.persistent_id if sink.needs_persistent_id else None, cloud.dispatch_table)
+        probe = _Probe(hook, sink.persistent_id if sink.needs_persistent_id else None, cloud.probe_dispatch_table)
         try:
             probe.dump(obj)
         except _ProbeGaveUp:

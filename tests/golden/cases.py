@@ -139,6 +139,20 @@ def pickle_island() -> Any:
 
 
 @case
+def pickle_islands() -> Any:
+    # Objects with no native encoding are pickled where they are met (Pickle nodes of flavour 2,
+    # one pickler for the payload), the rest stays native: the second and third halves are
+    # references into the first island's pickle memo.
+    half = fractions.Fraction(1, 2)
+    return {
+        "half": half,
+        "again": [half, (half,)],
+        "counter": collections.Counter("abracadabra"),
+        "array": np.arange(3.0),
+    }
+
+
+@case
 def registered_serializer() -> Any:
     return {"points": [Point(1.0, 2.0), Point(-3.5, 0.25)]}
 

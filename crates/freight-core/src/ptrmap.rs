@@ -90,6 +90,25 @@ impl<V: Copy + Default> SmallPtrMap<V> {
         }
     }
 
+    /// The keys, in no particular order.
+    pub fn keys(&self) -> impl Iterator<Item = usize> + '_ {
+        let inline = if self.spill.is_none() {
+            &self.inline[..self.len]
+        } else {
+            &[][..]
+        };
+        inline
+            .iter()
+            .map(|&(k, _)| k)
+            .chain(self.spill.iter().flat_map(|map| map.keys().copied()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spill
+            .as_ref()
+            .map_or(self.len == 0, |map| map.is_empty())
+    }
+
     pub fn remove(&mut self, key: &usize) -> Option<V> {
         if let Some(map) = &mut self.spill {
             return map.remove(key);

@@ -307,9 +307,10 @@ impl<'a> Reader<'a> {
 
     /// The body of a Pickle node (after its tag).
     pub fn pickle(&mut self) -> Result<PickleNode<'a>> {
-        let cloudpickle = match self.u8("pickle flavour")? {
-            0 => false,
-            1 => true,
+        let (cloudpickle, session) = match self.u8("pickle flavour")? {
+            0 => (false, false),
+            1 => (true, false),
+            2 => (true, true),
             other => return Err(Error::corrupt(format!("unknown pickle flavour {other}"))),
         };
         let data = match self.u8("pickle data location")? {
@@ -329,6 +330,7 @@ impl<'a> Reader<'a> {
         }
         Ok(PickleNode {
             cloudpickle,
+            session,
             data,
             buffers,
             externals,
@@ -340,6 +342,9 @@ impl<'a> Reader<'a> {
 #[derive(Debug, Clone)]
 pub struct PickleNode<'a> {
     pub cloudpickle: bool,
+    /// Flavour 2: one stream of the payload's pickler session (see FORMAT.md, "Pickle node"),
+    /// loaded by the payload's one unpickler, in tree order.
+    pub session: bool,
     pub data: PickleDataRef<'a>,
     pub buffers: Vec<u32>,
     pub externals: Vec<&'a [u8]>,

@@ -308,8 +308,24 @@ impl TreeWriter {
         buffers: &[u32],
         externals: &[Vec<u8>],
     ) {
+        self.pickle_node(cloudpickle as u8, data, buffers, externals);
+    }
+
+    /// A pickle node of flavour 2: one stream of the payload's pickler session (a pickle island
+    /// written where the walker met it; the payload's islands share one pickler memo).
+    pub fn pickle_session(&mut self, data: PickleData<'_>, buffers: &[u32], externals: &[Vec<u8>]) {
+        self.pickle_node(2, data, buffers, externals);
+    }
+
+    fn pickle_node(
+        &mut self,
+        flavour: u8,
+        data: PickleData<'_>,
+        buffers: &[u32],
+        externals: &[Vec<u8>],
+    ) {
         self.tag(Tag::Pickle);
-        self.buf.push(cloudpickle as u8);
+        self.buf.push(flavour);
         match data {
             PickleData::Inline(bytes) => {
                 self.buf.push(0);

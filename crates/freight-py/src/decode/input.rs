@@ -350,13 +350,17 @@ impl DecodeCtx {
         if versions.is_empty() {
             return None;
         }
-        Some(
-            versions
-                .iter()
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        )
+        // Without format!: every pickle node's load asks for it (for its error messages).
+        let mut text = String::with_capacity(48);
+        for (i, (name, version)) in versions.iter().enumerate() {
+            if i > 0 {
+                text.push_str(", ");
+            }
+            text.push_str(name);
+            text.push(' ');
+            text.push_str(version);
+        }
+        Some(text)
     }
 
     pub(crate) fn frames(&self) -> &Frames<Input> {

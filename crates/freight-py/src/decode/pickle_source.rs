@@ -50,13 +50,29 @@ impl<'py> TreeDecoder<'_, 'py> {
             .iter()
             .map(|ext| (ext.as_ptr() as usize - base, ext.len()))
             .collect();
-        let load = crate::python_types::pickle_bridge(py)?.getattr(pyo3::intern!(py, "load"))?;
+        let bridge = crate::python_types::pickle_bridge(py)?;
+        let load = if node.session {
+            // A pickle island: its stream continues the payload's one pickler, so the payload's
+            // one unpickler loads it (islands come in tree order, as they were pickled).
+            let session = match &self.pickle_session {
+                Some(session) => session.clone(),
+                None => {
+                    let session = bridge.getattr(pyo3::intern!(py, "LoadSession"))?.call0()?;
+                    self.pickle_session = Some(session.clone());
+                    session
+                }
+            };
+            session.getattr(pyo3::intern!(py, "load"))?
+        } else {
+            bridge.getattr(pyo3::intern!(py, "load"))?
+        };
+        let producer = ctx.producer();
         if externals.is_empty() {
             // Nothing to hand back to freight: plain pickle.loads, no source to set up.
-            return Ok(load.call1((data, buffers, py.None(), ctx.producer().as_deref()))?);
+            return Ok(load.call1((data, buffers, py.None(), producer.as_deref()))?);
         }
         let source = Bound::new(py, PickleSource::new(ctx.clone(), externals))?;
-        let out = load.call1((data, buffers, &source, ctx.producer().as_deref()));
+        let out = load.call1((data, buffers, &source, producer.as_deref()));
         source.borrow().close();
         Ok(out?)
     }

@@ -37,6 +37,8 @@ pub struct TreeDecoder<'c, 'py> {
     pending: usize,
     depth: usize,
     hashable_depth: usize,
+    /// The unpickler of the payload's pickle islands (Pickle nodes of flavour 2), from the first.
+    pub(crate) pickle_session: Option<Bound<'py, PyAny>>,
 }
 
 #[cold]
@@ -61,6 +63,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             pending: 0,
             depth: 0,
             hashable_depth: 0,
+            pickle_session: None,
         }
     }
 
@@ -74,6 +77,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             pending: 0,
             depth: 0,
             hashable_depth: 0,
+            pickle_session: None,
         }
     }
 

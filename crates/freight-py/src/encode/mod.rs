@@ -1,13 +1,18 @@
 //! The encode side: `walker` turns an object graph into a node tree and frames (`state`),
 //! finding serializers through `dispatch`; `stdlib`, `numpy` and `serializer` encode the
-//! objects that need Python, `arrow` the Arrow exporters (each an `impl Walker`);
-//! `pickle_sink` is the pickler's hook when the walker gives the payload to pickle;
+//! objects that need Python, `arrow` the Arrow exporters, `leaves` the hot scalar leaves (each
+//! an `impl Walker`);
+//! `islands` pickles in place what has no native encoding, one pickler per payload;
+//! `pickle_sink` is the pickler's hook (of the island pickler, and of the whole-payload pickler
+//! when the walker gives the payload to pickle);
 //! `compression` applies the policy to the frames.
 //! Nothing here imports the decode side.
 
 mod arrow;
 pub mod compression;
 pub mod dispatch;
+pub mod islands;
+mod leaves;
 mod numpy;
 pub mod pickle_sink;
 mod serializer;
@@ -66,26 +71,33 @@ impl Encoded {
     }
 }
 
-/// Walks `obj` natively; when the walker meets something it cannot encode, the whole payload
-/// goes through one (cloud)pickler instead.
+/// Walks `obj` natively, pickling in place what has no native encoding (pickle islands, one
+/// pickler for the payload: islands.rs); when the walker meets what islands cannot express
+/// (`Error::Unsupported`), the whole payload goes through one (cloud)pickler instead.
 pub fn encode(py: Python<'_>, dispatch: &DispatchRefs, obj: &Bound<'_, PyAny>) -> Result<Encoded> {
-    // SAFETY: reading the type of a live object.
-    if unsafe { ffi::Py_TYPE(obj.as_ptr()) } == &raw mut ffi::PyFunction_Type {
-        // A function (a task, a lambda, a closure) has no native encoding: the walk would only
-        // find that out, a walk that always fails at a cost a small lambda's dumps cannot hide,
-        // and a serializer registered for functions is found by the pickle bridge all the same.
-        return encode_pickled(py, dispatch, obj, PtrMap::default());
-    }
     let bound = dispatch.bind(py);
     let mut state = EncodeState::default();
     let native = {
         let mut walker = Walker::new(py, &bound, &mut state, false);
-        match walker.walk(obj, true) {
-            Ok(()) => Some(walker.into_tree()),
-            Err(Error::Unsupported) => None,
-            Err(err) => return Err(err),
+        walker.islands = Some(dispatch);
+        // SAFETY: reading the type of a live object.
+        let walked = if unsafe { ffi::Py_TYPE(obj.as_ptr()) } == &raw mut ffi::PyFunction_Type {
+            // A function (a task, a lambda, a closure) is one island; a serializer registered
+            // for functions is found by the island's pickler all the same.
+            walker.island_here(obj)
+        } else {
+            walker.walk(obj, true)
+        };
+        match walked.and_then(|()| walker.islands_alias()) {
+            Ok(false) => Ok(Some(walker.into_tree())),
+            Ok(true) | Err(Error::Unsupported) => Ok(None),
+            Err(err) => Err(err),
         }
     };
+    if let Some(session) = state.session.take() {
+        session.close(py);
+    }
+    let native = native?;
     if let Some(tree) = native {
         let mut versions = if state.pickled {
             pickle_versions(py, state.cloudpickle)?
@@ -149,14 +161,19 @@ fn encode_pickled(
 
 /// The producer versions a payload with pickle records (pickled code is version-specific).
 fn pickle_versions(py: Python<'_>, cloud: bool) -> Result<Vec<(String, String)>> {
-    let mut versions = vec![("python".to_owned(), python_version(py).to_owned())];
-    if cloud {
-        versions.push((
-            "cloudpickle".to_owned(),
-            crate::python_types::cloudpickle_version(py)?.to_owned(),
-        ));
+    // Looked up once: neither can change in a process.
+    static WITH_CLOUD: pyo3::sync::PyOnceLock<Vec<(String, String)>> =
+        pyo3::sync::PyOnceLock::new();
+    let python = ("python".to_owned(), python_version(py).to_owned());
+    if !cloud {
+        return Ok(vec![python]);
     }
-    Ok(versions)
+    Ok(WITH_CLOUD
+        .get_or_try_init(py, || -> PyResult<_> {
+            let cloudpickle = crate::python_types::cloudpickle_version(py)?.to_owned();
+            Ok(vec![python, ("cloudpickle".to_owned(), cloudpickle)])
+        })?
+        .clone())
 }
 
 /// The versions of the libraries whose serializers a payload uses (`pandas` → `3.1.1`), by the

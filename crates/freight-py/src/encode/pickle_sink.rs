@@ -10,7 +10,7 @@ use std::sync::Arc;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple, PyType};
 
 use crate::buffer::RawBuffer;
 use crate::encode::dispatch::{is_pickle_atomic_type, DispatchRefs};
@@ -23,6 +23,10 @@ use freight_core::TreeWriter;
 
 struct SinkInner {
     state: EncodeState,
+    /// What the pickler wrote (as its file), when it is the island pickler.
+    chunks: Vec<Py<PyBytes>>,
+    /// The object an island pickles (its address): the walker already looked it up.
+    root: usize,
     /// The externals' trees, one memo scope: finished together by `take`.
     externals: Vec<TreeWriter>,
     buffers: Vec<u32>,
@@ -65,6 +69,8 @@ impl PickleSink {
                     ext_cache,
                     ..Default::default()
                 },
+                chunks: Vec::new(),
+                root: 0,
                 externals: Vec::new(),
                 buffers: Vec::new(),
                 seen: PtrMap::default(),
@@ -84,6 +90,46 @@ impl PickleSink {
             std::mem::take(&mut inner.buffers),
             inner.cloud,
         )
+    }
+}
+
+/// One island's pickling (see islands.rs): the payload's state back, with the island's parts.
+pub struct IslandOut {
+    pub state: EncodeState,
+    pub chunks: Vec<Py<PyBytes>>,
+    pub externals: Vec<Vec<u8>>,
+    pub buffers: Vec<u32>,
+    /// The objects inside the island's externals that the walker memoized (their roots aside:
+    /// the pickler's memo holds those).
+    pub external_keys: Vec<usize>,
+}
+
+impl PickleSink {
+    /// Before an island is pickled: the payload's state, which the island's frames and tags
+    /// join; externals and their memo start afresh (one memo scope per Pickle node).
+    pub fn begin_island(&self, state: EncodeState, root: &Bound<'_, PyAny>) {
+        let mut inner = self.inner.borrow_mut();
+        inner.state = state;
+        inner.root = root.as_ptr() as usize;
+        inner.chunks.clear();
+        inner.externals.clear();
+        inner.buffers.clear();
+        inner.seen.clear();
+        inner.memo = MemoState::default();
+    }
+
+    pub fn end_island(&self) -> IslandOut {
+        let mut inner = self.inner.borrow_mut();
+        inner.root = 0;
+        let roots = std::mem::take(&mut inner.seen);
+        let memo = std::mem::take(&mut inner.memo);
+        IslandOut {
+            state: std::mem::take(&mut inner.state),
+            chunks: std::mem::take(&mut inner.chunks),
+            externals: freight_core::compact_memo(std::mem::take(&mut inner.externals)),
+            buffers: std::mem::take(&mut inner.buffers),
+            external_keys: memo.keys().filter(|k| !roots.contains_key(k)).collect(),
+        }
     }
 }
 
@@ -168,6 +214,18 @@ impl PickleSink {
         Ok(self.reduce_or(py, obj, None)?)
     }
 
+    /// The island pickler's file: keeps what pickle writes (one bytes object per dump, unless
+    /// the stream is large).
+    fn write(&self, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let chunk = match data.cast::<PyBytes>() {
+            Ok(bytes) if data.get_type().is(data.py().get_type::<PyBytes>()) => bytes.clone(),
+            _ => PyBytes::new(data.py(), RawBuffer::simple(data)?.as_slice()),
+        };
+        let n = chunk.as_bytes().len();
+        self.inner.borrow_mut().chunks.push(chunk.unbind());
+        Ok(n)
+    }
+
     /// Protocol-5 out-of-band buffers become frames. Returning False keeps them out of band.
     fn buffer_callback(&self, buffer: &Bound<'_, PyAny>) -> PyResult<bool> {
         let raw = RawBuffer::get(buffer, ffi::PyBUF_SIMPLE).or_else(|_| {
@@ -189,10 +247,12 @@ impl PickleSink {
 
     /// `reduce`, falling back to `fallback(obj)` (cloudpickle's own reducer_override) instead of
     /// NotImplemented: one native call per object instead of a Python method wrapping two.
-    fn chain(slf: Py<Self>, fallback: Py<PyAny>) -> ChainedReduce {
+    /// `reducers`: reducers by exact type, asked after the sink and cloudpickle's hook.
+    fn chain(slf: Py<Self>, fallback: Py<PyAny>, reducers: Py<PyDict>) -> ChainedReduce {
         ChainedReduce {
             sink: slf,
             fallback: RefCell::new(Some(fallback)),
+            reducers,
         }
     }
 }
@@ -203,6 +263,9 @@ pub struct ChainedReduce {
     /// A bound method of the pickler that holds this hook: a reference cycle the garbage
     /// collector cannot see through, so `close` breaks it when the pickling ends.
     fallback: RefCell<Option<Py<PyAny>>>,
+    /// cloudpickle's reducers by type (code objects, cells, modules, ...) and the refusal of
+    /// open files (see `_pickle._cloud_pickler_class`).
+    reducers: Py<PyDict>,
 }
 
 #[pymethods]
@@ -213,7 +276,8 @@ impl ChainedReduce {
         obj: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let fallback = self.fallback.borrow().as_ref().map(|f| f.bind(py).clone());
-        Ok(self.sink.borrow(py).reduce_or(py, obj, fallback.as_ref())?)
+        let fallback = fallback.as_ref().map(|f| (f, self.reducers.bind(py)));
+        Ok(self.sink.borrow(py).reduce_or(py, obj, fallback)?)
     }
 
     fn close(&self) {
@@ -226,7 +290,7 @@ impl PickleSink {
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
-        fallback: Option<&Bound<'py, PyAny>>,
+        fallback: Option<(&Bound<'py, PyAny>, &Bound<'py, PyDict>)>,
     ) -> Result<Bound<'py, PyAny>> {
         match self.external(py, obj)? {
             Some(pid) => {
@@ -245,13 +309,28 @@ impl PickleSink {
                 if let Some(reduced) = exception_reduction(py, obj)? {
                     return Ok(reduced);
                 }
-                match fallback {
-                    Some(fallback) => Ok(fallback.call1((obj,))?),
+                let Some((fallback, reducers)) = fallback else {
+                    return Ok(py.NotImplemented().into_bound(py));
+                };
+                // cloudpickle's reducer_override handles classes and functions and returns
+                // NotImplemented for everything else: those are not worth a Python call.
+                if cloud_reduces(obj) {
+                    return Ok(fallback.call1((obj,))?);
+                }
+                match reducers.get_item(obj.get_type())? {
+                    Some(reducer) => Ok(reducer.call1((obj,))?),
                     None => Ok(py.NotImplemented().into_bound(py)),
                 }
             }
         }
     }
+}
+
+/// What cloudpickle's `reducer_override` acts on: instances of `type` or of a metaclass
+/// (`issubclass(type(obj), type)`), and functions (`isinstance(obj, types.FunctionType)`).
+fn cloud_reduces(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: type checks of a live object.
+    unsafe { ffi::PyType_Check(obj.as_ptr()) != 0 || ffi::PyFunction_Check(obj.as_ptr()) != 0 }
 }
 
 static BASE_EXCEPTION_REDUCE: PyOnceLock<(Py<PyAny>, Py<PyAny>)> = PyOnceLock::new();
@@ -317,6 +396,9 @@ impl PickleSink {
             && !is_big_bytes(ptr)
         {
             return Ok(None);
+        }
+        if ptr as usize == self.inner.borrow().root {
+            return Ok(None); // an island's own object: the walker found no serializer for it
         }
         let ty = unsafe { ffi::Py_TYPE(ptr) };
         let types = dispatch.types.clone();

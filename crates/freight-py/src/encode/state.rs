@@ -61,6 +61,8 @@ pub struct EncodeState {
     pub pickled: bool,
     /// An NdArray node was written: the payload records numpy's version.
     pub arrays: bool,
+    /// The payload's island pickler, from its first pickle island on (see islands.rs).
+    pub session: Option<crate::encode::islands::IslandSession>,
 }
 
 impl EncodeState {

@@ -2,20 +2,18 @@
 //!
 //! Exact-type checks only (a subclass is not its base). Objects referenced more than once
 //! (refcount > 1) are memoized so that shared references and cycles come back as under pickle;
-//! objects referenced once cost no memo work at all. When the walker meets something it cannot
-//! encode natively it returns `Error::Unsupported` and the whole payload goes through the
-//! pickle bridge (see pickle_sink.rs), which hands arrays and registered types back here.
-
-use std::sync::Arc;
+//! objects referenced once cost no memo work at all. An object it cannot encode natively is
+//! pickled in place, a pickle island (islands.rs), by one pickler for the whole payload; what
+//! the format cannot express that way (a cycle through a tuple, an object both inside an island
+//! and in the native tree) returns `Error::Unsupported`, and the whole payload goes through the
+//! pickle bridge (pickle_sink.rs), which hands arrays and registered types back here.
 
 use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
 
-use crate::buffer::RawBuffer;
-use crate::encode::dispatch::Dispatch;
-use crate::encode::state::{EncodeState, FrameSource};
+use crate::encode::dispatch::{Dispatch, DispatchRefs};
+use crate::encode::state::EncodeState;
 use crate::errors::{Error, Result};
 use crate::limits::{MAX_DEPTH, MAX_HASHABLE_DEPTH, RED_ZONE, STACK_SEGMENT};
 use crate::python_types::{ndarray_type, std_types};
@@ -32,6 +30,13 @@ pub struct MemoState {
     map: SmallPtrMap<MemoEntry>,
     next_slot: u32,
     keep_alive: Vec<Py<PyAny>>,
+}
+
+impl MemoState {
+    /// The objects memoized, by address.
+    pub fn keys(&self) -> impl Iterator<Item = usize> + '_ {
+        self.map.keys()
+    }
 }
 
 /// The memo slot of a payload's root that took none (see `Walker::memo_seen`).
@@ -63,6 +68,9 @@ pub struct Walker<'a, 'py> {
     pub(crate) keep_alive: Vec<Bound<'py, PyAny>>,
     /// Tuples and frozensets open around the current object (see MAX_HASHABLE_DEPTH).
     hashable_depth: usize,
+    /// Set for a payload's walk: objects with no native encoding become pickle islands there
+    /// (islands.rs) rather than sending the whole payload to pickle.
+    pub(crate) islands: Option<&'a DispatchRefs>,
 }
 
 #[inline]
@@ -93,6 +101,7 @@ impl<'a, 'py> Walker<'a, 'py> {
             overrides,
             keep_alive: Vec::new(),
             hashable_depth: 0,
+            islands: None,
         }
     }
 
@@ -181,6 +190,14 @@ impl<'a, 'py> Walker<'a, 'py> {
         self.w.memo(self.next_slot, self.depth == 0);
         self.next_slot += 1;
         Ok(false)
+    }
+
+    pub(crate) fn memo_has(&self, key: usize) -> bool {
+        self.memo.get(&key).is_some()
+    }
+
+    pub(crate) fn memo_is_empty(&self) -> bool {
+        self.memo.is_empty()
     }
 
     pub(crate) fn memo_done(&mut self, ptr: *mut ffi::PyObject, shared: bool) {
@@ -277,100 +294,6 @@ impl<'a, 'py> Walker<'a, 'py> {
         let out = self.nested(f);
         self.hashable_depth -= 1;
         out
-    }
-
-    fn int(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
-        let mut overflow = 0;
-        // SAFETY: obj is an exact int.
-        let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
-        if overflow == 0 {
-            self.w.int(v);
-            return Ok(());
-        }
-        let bits: usize = obj
-            .call_method0(pyo3::intern!(self.py, "bit_length"))?
-            .extract()?;
-        let n = bits / 8 + 1;
-        let kwargs = PyDict::new(self.py);
-        kwargs.set_item("signed", true)?;
-        let bytes = obj.call_method("to_bytes", (n, "little"), Some(&kwargs))?;
-        let bytes: &[u8] = bytes.extract()?;
-        self.w.big_int(bytes);
-        Ok(())
-    }
-
-    fn str(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
-        let mut size: ffi::Py_ssize_t = 0;
-        // SAFETY: obj is an exact str; the UTF-8 buffer is cached inside it and lives as long.
-        let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(obj.as_ptr(), &mut size) };
-        if !data.is_null() {
-            let len = size as usize;
-            if len >= FRAME_MIN {
-                let frame = self.state.add_frame(FrameSource::Object {
-                    obj: obj.clone().unbind(),
-                    ptr: data as usize,
-                    len,
-                })?;
-                self.w.frame_ref(Tag::FrameStr, frame);
-            } else {
-                let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
-                self.w.byte_string(Tag::Str, bytes);
-            }
-            return Ok(());
-        }
-        // Lone surrogates: not valid UTF-8; keep them with "surrogatepass", as pickle does.
-        // SAFETY: clearing the UnicodeEncodeError AsUTF8AndSize just raised.
-        unsafe { ffi::PyErr_Clear() };
-        let encoded = obj
-            .cast::<PyString>()
-            .map_err(PyErr::from)?
-            .call_method1("encode", ("utf-8", "surrogatepass"))?;
-        let bytes: &[u8] = encoded.extract()?;
-        if bytes.len() >= FRAME_MIN {
-            let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
-            let frame = self.state.add_frame(FrameSource::Object {
-                obj: encoded.clone().unbind(),
-                ptr,
-                len,
-            })?;
-            self.w.frame_ref(Tag::FrameStr, frame);
-        } else {
-            self.w.byte_string(Tag::StrSurrogates, bytes);
-        }
-        Ok(())
-    }
-
-    fn bytes(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
-        // SAFETY: obj is an exact bytes object; its buffer is immutable and lives as long as it.
-        let (ptr, len) = unsafe {
-            (
-                ffi::PyBytes_AsString(obj.as_ptr()) as *const u8,
-                ffi::PyBytes_Size(obj.as_ptr()) as usize,
-            )
-        };
-        if len >= FRAME_MIN {
-            let frame = self.state.add_frame(FrameSource::Object {
-                obj: obj.clone().unbind(),
-                ptr: ptr as usize,
-                len,
-            })?;
-            self.w.frame_ref(Tag::FrameBytes, frame);
-        } else {
-            self.w
-                .byte_string(Tag::Bytes, unsafe { std::slice::from_raw_parts(ptr, len) });
-        }
-        Ok(())
-    }
-
-    fn bytearray(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
-        let buf = RawBuffer::simple(obj)?;
-        if buf.len() >= FRAME_MIN {
-            let frame = self.state.add_frame(FrameSource::Buffer(Arc::new(buf)))?;
-            self.w.frame_ref(Tag::FrameByteArray, frame);
-        } else {
-            self.w.byte_string(Tag::ByteArray, buf.as_slice());
-        }
-        Ok(())
     }
 
     /// Walks the items of a list, tuple or set-like given as borrowed pointers.
@@ -525,7 +448,12 @@ impl<'a, 'py> Walker<'a, 'py> {
                 return match self.array_wire(obj)? {
                     Some(wire) => self.array(obj, &wire, shared),
                     None if self.in_metadata => self.island(obj),
-                    None => self.unsupported("a numpy array of dtype object"),
+                    None => {
+                        // Pickled (object or StringDType arrays): still numpy's, so its version
+                        // is recorded for a reader of another numpy.
+                        self.state.arrays = true;
+                        self.island_here(obj)
+                    }
                 };
             }
         }
@@ -535,7 +463,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         if self.in_metadata {
             return self.island(obj);
         }
-        Err(Error::Unsupported)
+        self.island_here(obj)
     }
 
     /// Undoes a partly written node whose contents turned out to be unsupported (a datetime
@@ -556,6 +484,9 @@ impl<'a, 'py> Walker<'a, 'py> {
         }
         if self.in_metadata {
             return self.island(obj);
+        }
+        if self.islands.is_some() {
+            return self.island_here(obj);
         }
         self.unsupported(what)
     }
