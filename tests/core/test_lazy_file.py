@@ -289,13 +289,36 @@ def test_a_value_pickled_as_a_whole_says_load_reads_it(tmp_path):
     import fractions
 
     path = tmp_path / "v.frt"
-    freight.dump({"f": fractions.Fraction(1, 3), "a": np.arange(3)}, path)
+    freight.dump(fractions.Fraction(1, 3), path)  # no native form: the root is one Pickle node
     lv = freight.lazy(path)
     assert lv.kind == "pickle"
     with pytest.raises(freight.LazyReadError, match=r"pickled as a whole.*\.load\(\) reads it"):
         lv.keys()
     with pytest.raises(freight.LazyReadError):
         lv["f"]
-    assert lv.load()["f"] == fractions.Fraction(1, 3)
+    assert lv.load() == fractions.Fraction(1, 3)
     with pytest.raises(freight.UnsafePayloadError):
         freight.lazy(path, allow_pickle=False).load()
+
+
+def test_entries_holding_pickle_islands_read_as_in_a_whole_load(tmp_path):
+    """Objects with no native form are pickled where the walker meets them (islands of one
+    pickler session, sharing its memo): an entry holding one is read as the whole value reads
+    it, identities across entries included; the other entries are still read alone."""
+    import collections
+    import fractions
+
+    half = fractions.Fraction(1, 2)
+    value = {"x": half, "y": [half, (half,)], "c": collections.Counter("abra"), "a": np.arange(5.0)}
+    path = tmp_path / "v.frt"
+    freight.dump(value, path)
+    for first in ("y", "x", "c"):
+        lv = freight.lazy(path)
+        assert lv[first] == value[first]
+    lv = freight.lazy(path)
+    y = lv["y"]
+    assert y[0] is y[1][0] and y == [half, (half,)]
+    assert lv["c"] == collections.Counter("abra")
+    np.testing.assert_array_equal(lv["a"][1:3], value["a"][1:3])
+    whole = lv.load()
+    assert whole["x"] is whole["y"][0]

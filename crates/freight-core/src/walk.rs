@@ -16,6 +16,9 @@ pub struct TreeSummary {
     /// Node count per tag name.
     pub tags: BTreeMap<&'static str, u64>,
     pub pickle_nodes: u64,
+    /// Pickle nodes of the payload's pickler session (flavour 2): each may refer to objects an
+    /// earlier one pickled, so they are decoded in tree order, never alone.
+    pub session_pickle_nodes: u64,
     pub ext_tags: Vec<u32>,
 }
 
@@ -68,6 +71,9 @@ pub struct NodeSpan {
     pub memo_base: u64,
     pub frames: Vec<u32>,
     pub outside: Vec<u64>,
+    /// It holds a Pickle node of the payload's pickler session: decoding it alone could miss
+    /// what earlier islands pickled (a lazy reader decodes the whole value for it).
+    pub session: bool,
 }
 
 /// A container's entries: (key, value) for a dict, (None, item) for a list or tuple; and where
@@ -153,6 +159,7 @@ pub fn walk_node(
         memo_base,
         frames: walker.frames_used,
         outside: walker.outside,
+        session: walker.summary.session_pickle_nodes > 0,
     };
     Ok((span, walker.summary))
 }
@@ -244,12 +251,14 @@ impl Walker {
         let start = r.position();
         self.floor = self.memo_slots;
         let memo_base = self.memo_slots;
+        let sessions = self.summary.session_pickle_nodes;
         self.node(r, depth)?;
         let mut span = NodeSpan {
             range: start..r.position(),
             memo_base,
             frames: std::mem::replace(&mut self.frames_used, frames),
             outside: std::mem::replace(&mut self.outside, outside),
+            session: self.summary.session_pickle_nodes > sessions,
         };
         span.outside.sort_unstable();
         span.outside.dedup();
@@ -418,6 +427,7 @@ impl Walker {
             Tag::Pickle => {
                 self.summary.pickle_nodes += 1;
                 let node = r.pickle()?;
+                self.summary.session_pickle_nodes += u64::from(node.session);
                 if let PickleDataRef::Frame(frame) = node.data {
                     self.frame(frame)?;
                 }

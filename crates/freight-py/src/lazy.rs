@@ -134,7 +134,7 @@ impl LazyHeader {
 
     /// The entries of the dict, list or tuple at tree offset `at`: (tag name, [(key span or
     /// None, value span)], slot spans), each span (start, end, memo_base, frames, outside
-    /// slots, node offset, node tag name); None when the node there is another kind.
+    /// slots, node offset, node tag name, whether it holds pickler-session islands); None when the node there is another kind.
     fn container<'py>(&self, py: Python<'py>, at: usize) -> PyResult<Option<Bound<'py, PyTuple>>> {
         let tree = &self.head[self.header.tree.clone()];
         let Some(found) = walk::container_at(
@@ -329,6 +329,7 @@ fn span<'py>(py: Python<'py>, tree: &[u8], s: &NodeSpan) -> PyResult<Bound<'py, 
         s.outside.clone(),
         at,
         tag_name(tree, at),
+        s.session,
     )
         .into_pyobject(py)
 }

@@ -67,6 +67,24 @@ class _Reader:
         self.source.fill(self.frame_ranges(frames))
         return buf
 
+    def whole(self) -> Any:
+        """The whole value, decoded once (for the nodes that cannot be decoded alone)."""
+        if not hasattr(self, "_whole"):
+            root = _Span(*self.header.span(0, self.header.tree_length, 0))
+            self._whole = self.decode(root)
+        return self._whole
+
+    def decode_at(self, span: _Span, keys: tuple[Any, ...]) -> Any:
+        """The object of the node at ``span``, reached from the root by ``keys``: decoded alone,
+        or, when it holds islands of the payload's pickler session (which may refer to what
+        earlier islands pickled), picked out of the whole value."""
+        if not span.session:
+            return self.decode(span)
+        obj = self.whole()
+        for key in keys:
+            obj = obj[key]
+        return obj
+
     def decode(self, span: _Span) -> Any:
         """The object of one node, with the shared memo slots it refers to decoded first."""
         for slot in span.outside:
@@ -115,10 +133,11 @@ class LazyValue:
     ``info(name)`` describes an entry without reading it; ``load()`` reads the whole value.
     ``bytes_read`` is what this value's source has read so far (header included)."""
 
-    def __init__(self, reader: _Reader, span: _Span, path: str):
+    def __init__(self, reader: _Reader, span: _Span, path: str, keys: tuple[Any, ...] = ()):
         self._reader = reader
         self._span = span
         self._path = path
+        self._keys = keys  # from the root to this value
         self._entries: dict[Any, tuple[_Span | None, _Span]] | None = None
         self._kind: str | None = None
 
@@ -155,8 +174,14 @@ class LazyValue:
         tag, entries = found
         self._kind = tag.lower()
         table: dict[Any, tuple[_Span | None, _Span]] = {}
+        whole: list[Any] | None = None
         for i, (key, value) in enumerate(entries):
-            name = self._reader.decode(key) if key is not None else i
+            if key is not None and key.session:  # a key pickled in the session: from the whole value
+                if whole is None:
+                    whole = list(self._reader.decode_at(self._span, self._keys))
+                name = whole[i]
+            else:
+                name = self._reader.decode(key) if key is not None else i
             table[name] = (key, value)
         self._entries = table
         return table
@@ -189,14 +214,15 @@ class LazyValue:
     def __getitem__(self, name: Any) -> Any:
         span = self._entry(name)
         path = f"{self._path}[{name!r}]"
+        keys = (*self._keys, name)
         target = self._reader.target(span)
         if target.tag == "NdArray" or (target.tag.lower() in _CONTAINERS and target.frames):
             span = target  # a reference to an array or a container of frames: lazy as its first entry
         if span.tag.lower() in _CONTAINERS and span.frames:
-            return LazyValue(self._reader, span, path)
+            return LazyValue(self._reader, span, path, keys)
         if span.tag == "NdArray":
-            return LazyArray(self._reader, span, path)
-        return self._reader.decode(span)
+            return LazyArray(self._reader, span, path, keys)
+        return self._reader.decode_at(span, keys)
 
     def info(self, name: Any) -> dict[str, Any]:
         """What entry ``name`` is, without reading its data: ``kind``, ``stored_bytes`` (its
@@ -213,7 +239,7 @@ class LazyValue:
             array = LazyArray(self._reader, span, "")
             info.update(dtype=array.dtype, shape=array.shape, nbytes=array.nbytes)
         elif span.tag.lower() in _CONTAINERS:
-            info["length"] = len(LazyValue(self._reader, span, ""))
+            info["length"] = len(LazyValue(self._reader, span, "", (*self._keys, name)))
         elif span.tag == "Ext":
             from freight._lazy.columns import TABLE_TAGS, ext_tag, table_schema
 
@@ -239,7 +265,7 @@ class LazyValue:
 
     def load(self) -> Any:
         """The whole value (of this entry, for a nested one)."""
-        return self._reader.decode(self._span)
+        return self._reader.decode_at(self._span, self._keys)
 
     def __repr__(self) -> str:
         return f"<freight.LazyValue {self._path} ({self.kind}), {self.bytes_read} bytes read>"
@@ -250,10 +276,11 @@ class LazyArray:
     ``arr[a:b]`` (rows of a C-ordered array) reads and verifies only the blocks that hold those
     rows; ``arr[...]``, ``load()`` or ``numpy.asarray(arr)`` read it whole."""
 
-    def __init__(self, reader: _Reader, span: _Span, path: str):
+    def __init__(self, reader: _Reader, span: _Span, path: str, keys: tuple[Any, ...] = ()):
         self._reader = reader
         self._span = span
         self._path = path
+        self._keys = keys
         self._meta: tuple[Any, tuple[int, ...], bool] | None = None
 
     def _describe(self) -> tuple[Any, tuple[int, ...], bool]:
@@ -284,7 +311,7 @@ class LazyArray:
         return self.shape[0]
 
     def load(self) -> Any:
-        return self._reader.decode(self._span)
+        return self._reader.decode_at(self._span, self._keys)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
         arr = self.load()
