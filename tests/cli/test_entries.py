@@ -250,10 +250,13 @@ def test_signed_values_are_authenticated_with_a_key_file(stored, tmp_path):
 
 
 def test_a_value_pickled_as_a_whole_has_no_entries(tmp_path, capsys):
-    """An object freight has no serializer for pickles the whole value: nothing in it can be
-    read alone, and nothing is unpickled to say so."""
+    """A value freight has no native form for is one pickle: nothing in it can be read alone,
+    and nothing is unpickled to say so. (Inside a dict, such an object is pickled where it is
+    met, and the dict's other entries are read alone: see the next test.)"""
+    import fractions
+
     url = str(tmp_path / "store")
-    fs.open(url).save("objs", {"when": np.array([object(), 1], dtype=object), "n": 1})
+    fs.open(url).save("objs", fractions.Fraction(1, 3))
     rc, out, err = run(capsys, "cat", url, "objs", "n", "--allow-pickle")
     assert rc == 1 and out == ""
     assert err.endswith('"objs" has no entries: it is a pickle (the value was pickled as a whole)\n')
@@ -261,6 +264,13 @@ def test_a_value_pickled_as_a_whole_has_no_entries(tmp_path, capsys):
     assert rc == 1 and "is a pickle, not a dict, list or tuple: it has no entries (it was pickled as a whole)" in err
     rc, out, err = run(capsys, "ls", url, "objs")  # listed as a value, as before
     assert rc == 0 and out.splitlines()[-1].startswith("1 value, ")
+
+
+def test_entries_beside_a_pickled_object_are_read_alone(tmp_path, capsys):
+    url = str(tmp_path / "store")
+    fs.open(url).save("objs", {"when": np.array([object(), 1], dtype=object), "n": 41})
+    rc, out, err = run(capsys, "cat", url, "objs", "n")  # no pickle needed for this entry
+    assert rc == 0 and out == "41\n"
 
 
 # --------------------------------------------------------------------------------------------

@@ -120,9 +120,13 @@ impl Scheme {
     /// must start on a block boundary and end on one or at the frame's end.
     pub fn check(self, data: &[u8], first: usize, table: &[u8]) -> Result<(), usize> {
         let (block, len) = (self.block(), self.digest_len());
-        let expected = table.get(first * len..).unwrap_or(&[]);
+        let expected = first
+            .checked_mul(len)
+            .and_then(|at| table.get(at..))
+            .unwrap_or(&[]);
         if expected.len() < data.len().div_ceil(block) * len {
-            return Err(first);
+            // Blocks past the table: the first one the table has no digest for.
+            return Err(first.saturating_add(expected.len() / len));
         }
         let bad = |(i, (chunk, want)): (usize, (&[u8], &[u8]))| {
             let mut got = [0u8; 32];

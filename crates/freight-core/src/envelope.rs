@@ -517,7 +517,11 @@ pub fn locate_frames(header: &Header, buf: &[u8]) -> Result<Vec<std::ops::Range<
             return Err(Error::Truncated {
                 what: "a frame",
                 offset: start.min(buf.len()),
-                needed: (start as u64 + frame.stored_len - buf.len() as u64) as usize,
+                needed: (start as u64)
+                    .saturating_add(frame.stored_len)
+                    .saturating_sub(buf.len() as u64)
+                    .try_into()
+                    .unwrap_or(usize::MAX),
             });
         };
         if start > buf.len() || buf[end..start].iter().any(|&b| b != 0) {

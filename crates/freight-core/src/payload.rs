@@ -614,6 +614,14 @@ impl<B: AsRef<[u8]>> Frames<B> {
             .sum()
     }
 
+    /// Verifies these frames (each once), before anything uses them.
+    pub fn verify_these(&self, indices: &[u32]) -> Result<()> {
+        for &index in indices {
+            self.verify_once(index, self.get(index)?)?;
+        }
+        Ok(())
+    }
+
     /// Verifies the frames no node used, so that a change anywhere in the payload is caught.
     pub fn verify_rest(&self) -> Result<()> {
         for (index, frame) in self.frames.iter().enumerate() {

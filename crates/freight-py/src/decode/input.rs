@@ -289,7 +289,7 @@ impl DecodeCtx {
     }
 
     /// The safe-loading options judged on one node (a lazy read's entry) rather than on the
-    /// payload: its serializer tags and pickle nodes, from a walk of the node. The context was
+    /// payload (returns the frames the node uses): its serializer tags and pickle nodes, from a walk of the node. The context was
     /// opened without them (`allow_pickle` on, no `allowed_tags`), so that the other entries of
     /// a payload do not refuse this one.
     pub fn check_node(
@@ -299,9 +299,9 @@ impl DecodeCtx {
         memo_base: u64,
         allow_pickle: bool,
         allowed: Option<&[String]>,
-    ) -> Result<()> {
+    ) -> Result<Vec<u32>> {
         let header = self.payload.header();
-        let (_, summary) = freight_core::walk::walk_node(
+        let (span, summary) = freight_core::walk::walk_node(
             self.tree(),
             node,
             memo_base,
@@ -341,7 +341,7 @@ impl DecodeCtx {
                 ));
             }
         }
-        Ok(())
+        Ok(span.frames)
     }
 
     /// "python 3.11, cloudpickle 3.1": what wrote the payload, for error messages.
@@ -437,6 +437,25 @@ impl DecodeCtx {
     }
 
     /// Verifies the frames no node used, so that a change anywhere in the payload is caught.
+    /// A signed payload that runs pickle has its frames (these, or all) authenticated before any
+    /// node is decoded: frames are otherwise checked as they are used, and a pickle earlier in
+    /// the tree would run before a tampered frame after it is refused.
+    pub fn verify_before_pickle(&self, py: Python<'_>, indices: Option<&[u32]>) -> Result<()> {
+        let header = self.payload.header();
+        if self.opts.keys.is_empty() || !header.head_signed() || !header.needs_pickle() {
+            return Ok(());
+        }
+        let frames = self.frames();
+        Ok(maybe_detach(
+            py,
+            frames.unverified_len(),
+            || match indices {
+                Some(indices) => frames.verify_these(indices),
+                None => frames.verify_rest(),
+            },
+        )?)
+    }
+
     pub fn verify_rest(&self, py: Python<'_>) -> Result<()> {
         let frames = self.frames();
         Ok(maybe_detach(py, frames.unverified_len(), || {

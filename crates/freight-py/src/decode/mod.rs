@@ -22,6 +22,7 @@ use crate::errors::Result;
 
 /// Decodes an opened payload into its object, then verifies the frames no node used.
 pub fn decode<'py>(py: Python<'py>, ctx: Rc<DecodeCtx>) -> Result<Bound<'py, PyAny>> {
+    ctx.verify_before_pickle(py, None)?;
     let obj = {
         let mut decoder = TreeDecoder::new(py, &ctx);
         decoder.root(ctx.tree())?
