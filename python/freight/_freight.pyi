@@ -495,7 +495,8 @@ class LazyHeader:
     def container(self, at: int) -> tuple[str, list[tuple[_Span | None, _Span]], list[tuple[int, int]]] | None:
         """The entries of the dict, list or tuple at tree offset `at`: (tag name, [(key span or
         None, value span)], slot spans), each span (start, end, memo_base, frames, outside
-        slots, node offset, node tag name, whether it holds pickler-session islands); None when the node there is another kind."""
+        slots, node offset, node tag name, whether it holds pickler-session islands); None when
+        the node there is another kind."""
     def span(self, start: int, end: int, memo_base: int) -> _Span:
         """The span of the node at `start..end` whose memo slots start at `memo_base` (a memo slot's
         node, from `container`'s slot spans), as `container` gives entries."""
