@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import freight
+from freight import _files
+from freight.cli.common import CliError
 from freight.cli.common import fmt_bytes as _fmt_bytes
 
 if TYPE_CHECKING:
     from freight._freight import FrameInfo, PayloadInfo, TreeInfo
 
-__all__ = ["not_a_payload", "format_inspect", "frame_table"]
+__all__ = ["not_a_payload", "format_inspect", "frame_table", "read_payload", "inspect_payload", "inspect_file"]
 
 _MAGIC = b"\x89FRT"
 
@@ -141,3 +144,31 @@ def format_inspect(info: PayloadInfo, path: str | None = None) -> str:
         lines.append("frames:          0")
     lines += _tree_lines(info["tree"])
     return "\n".join(lines)
+
+
+def read_payload(path: str) -> Any:
+    """The file's bytes (memory-mapped when large, as freight.load does)."""
+    try:
+        data = _files.read_payload(path)
+    except OSError as exc:  # freight.PathError: its text says what to check
+        raise CliError(f"{path}: {exc.strerror or exc}") from exc
+    if len(data) == 0:
+        raise CliError(f"{path}: empty file, not a freight payload")
+    return data
+
+
+def inspect_payload(path: str, data: Any, key: bytes | None = None) -> PayloadInfo:
+    reason = not_a_payload(data)
+    if reason is not None:
+        raise CliError(f"{path}: {reason}")
+    try:
+        return freight.inspect(data, key=key)
+    except freight.FreightError as exc:
+        raise CliError(f"{path}: not a valid freight payload: {exc}") from exc
+
+
+def inspect_file(path: str, key: bytes | None) -> int:
+    """``inspect FILE`` (and ``cat FILE``): what the payload in the file holds, not decoded."""
+    info = inspect_payload(path, read_payload(path), key)
+    print(format_inspect(info, path))
+    return 0

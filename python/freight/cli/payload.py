@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import freight
-from freight import _files
 from freight.cli import store as store_verbs
-from freight.cli.common import CliError, read_key
-from freight.cli.describe import format_inspect, frame_table, not_a_payload
+from freight.cli.common import read_key
+from freight.cli.describe import frame_table, inspect_file, not_a_payload, read_payload
 
-if TYPE_CHECKING:
-    from freight._freight import PayloadInfo
-
-__all__ = ["add_parsers", "inspect_file"]
+__all__ = ["add_parsers"]
 
 _WHERE = (
     "a payload file, or a store (a folder, file://PATH or s3://BUCKET/PREFIX) followed by a KEY as it "
@@ -27,27 +23,6 @@ _WHERE = (
 _KEY_FILE = "a file holding the signing key's bytes as they are (one trailing newline is ignored)"
 
 
-def _read_payload(path: str) -> Any:
-    """The file's bytes (memory-mapped when large, as freight.load does)."""
-    try:
-        data = _files.read_payload(path)
-    except OSError as exc:  # freight.PathError: its text says what to check
-        raise CliError(f"{path}: {exc.strerror or exc}") from exc
-    if len(data) == 0:
-        raise CliError(f"{path}: empty file, not a freight payload")
-    return data
-
-
-def _inspect(path: str, data: Any, key: bytes | None = None) -> PayloadInfo:
-    reason = not_a_payload(data)
-    if reason is not None:
-        raise CliError(f"{path}: {reason}")
-    try:
-        return freight.inspect(data, key=key)
-    except freight.FreightError as exc:
-        raise CliError(f"{path}: not a valid freight payload: {exc}") from exc
-
-
 def _cmd_inspect(args: argparse.Namespace) -> int:
     if args.key is not None:  # URL KEY: what `cat` prints
         args.url = args.file
@@ -55,19 +30,12 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return inspect_file(args.file, read_key(args.key_file))
 
 
-def inspect_file(path: str, key: bytes | None) -> int:
-    """``inspect FILE`` (and ``cat FILE``): what the payload in the file holds, not decoded."""
-    info = _inspect(path, _read_payload(path), key)
-    print(format_inspect(info, path))
-    return 0
-
-
 def _cmd_verify(args: argparse.Namespace) -> int:
     key = read_key(args.key_file)
     if args.key is not None:  # URL KEY: a stored value
         label, data = store_verbs.read_stored(args, args.file, args.key)
     else:
-        label, data = args.file, _read_payload(args.file)
+        label, data = args.file, read_payload(args.file)
     reason = not_a_payload(data)
     if reason is not None:
         print(f"{label}: FAILED: {reason}", file=sys.stderr)

@@ -40,7 +40,7 @@ import freight
 import freight.storage
 from freight.cli import entries
 from freight.cli.common import CliError, fmt_bytes, quote, read_key
-from freight.cli.describe import format_inspect, not_a_payload
+from freight.cli.describe import format_inspect, inspect_file, not_a_payload
 from freight.exceptions import DeserializationError, FreightError, KeyNotFoundError, StorageError
 from freight.storage import Store
 from freight.storage.copy import copy_items, plan_copy
@@ -227,8 +227,6 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if hasattr(args, "entries") and entries.is_payload_file(args.url):  # cat FILE [ENTRY...] (not inspect)
         words = ([args.key] if args.key is not None else []) + words
         if not words and rows is None and columns is None:
-            from freight.cli.payload import inspect_file
-
             return inspect_file(args.url, read_key(args.key_file))
         lv = entries.open_file(args.url, entries.options(args))
         return entries.print_entry(lv, words, args.url, os.path.getsize(args.url), rows, columns)
