@@ -413,8 +413,9 @@ def test_tampered_frames_are_refused(compression):
             if SIDE_EFFECTS:
                 decoded_before_refusal.append((which, pos))
                 SIDE_EFFECTS.clear()
-    # Nothing decodes when the header (and its signature) was changed; a changed frame is caught
-    # when it is used: see test_a_tampered_frame_is_refused_before_any_pickle_runs.
+    # Nothing decodes when the header (and its signature) was changed; a changed frame of a payload
+    # that runs pickle is caught before any node is decoded: see
+    # test_a_tampered_frame_is_refused_before_any_pickle_runs.
     assert not [c for c in decoded_before_refusal if c[0] == 0], decoded_before_refusal
     # Swapped, truncated, extended buffers: their lengths are in the signed header, so each is
     # refused before anything is decoded (an IntegrityError when the lengths agree).
@@ -432,17 +433,11 @@ def test_tampered_frames_are_refused(compression):
     with pytest.raises(freight.IntegrityError):
         freight.loads_frames([frames[0][:-SIG_LEN] + bytes(SIG_LEN), *frames[1:]], key=KEY)
     assert SIDE_EFFECTS == []
-    # A frame's content replaced: refused when the frame is used (see the xfail below).
+    # A frame's content replaced: refused (before any pickle runs: see the test below).
     with pytest.raises(freight.IntegrityError, match="of frame 1"):
         freight.loads_frames([frames[0], frames[1], b"y" * len(frames[2])], key=KEY)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="format 1.2 checks a frame against its signed digests when the frame is used: a "
-    "pickle node before it in the (signed) tree has run by then. Under the 1.0 trailer nothing "
-    "was decoded before the whole payload was authenticated.",
-)
 @pytest.mark.parametrize("layout", ["single", "frames"])
 def test_a_tampered_frame_is_refused_before_any_pickle_runs(layout):
     obj = {"x": Sneaky("frames"), "arr": np.arange(40_000)}
