@@ -24,10 +24,10 @@ pub const PART: usize = 8 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Objects from this size are read as parallel ranges of this size.
 pub const RANGE: u64 = 16 << 20;
-/// Requests of a lazy read are at most this long: a 32 MiB array is read as 16 requests, 8 in
-/// flight (one stream of a loopback S3 server moved 65-90 MB/s; the whole value's 16 MiB parallel
-/// ranges 170 MB/s).
-const LAZY_PIECE: u64 = 2 << 20;
+/// Requests of a lazy read are at least this long: a read is split in `RANGES_IN_FLIGHT` equal
+/// pieces (all in flight at once: one stream of a loopback S3 server moved 65-90 MB/s, and each
+/// request costs a round trip, so 16 pieces of 2 MiB for 32 MiB were slower than 8 of 4 MiB).
+const LAZY_PIECE: u64 = 1 << 20;
 /// Ranges of a lazy read closer than this are read in one request (the bytes between are
 /// fewer than a request costs in latency on S3; frames are at most 64 bytes apart).
 const COALESCE: u64 = 64 << 10;
@@ -384,7 +384,7 @@ impl Store {
     /// Bytes of several ranges of one version of a value, for a lazy reader: `etag` is the
     /// version its header came from, and a value replaced since is refused (`Changed`), never
     /// mixed with the old one (each request asks for that version and its answer is checked).
-    /// Ranges closer than `COALESCE` go in one request, long ones are split in `LAZY_PIECE` pieces,
+    /// Ranges closer than `COALESCE` go in one request, long ones are split in parallel pieces,
     /// `RANGES_IN_FLIGHT` requests at a time. Returns one buffer per range, in order.
     pub fn get_ranges(
         &self,
@@ -670,7 +670,8 @@ fn unique() -> String {
 }
 
 /// The requests that read `ranges`: sorted, merged when closer than `COALESCE`, and split in
-/// `LAZY_PIECE` pieces so that a long range is read in parallel.
+/// pieces of at least `LAZY_PIECE` bytes, about `RANGES_IN_FLIGHT` of them in all, so that a
+/// long read goes out as parallel requests in one round.
 fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
     let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
     sorted.sort_by_key(|r| r.start);
@@ -681,12 +682,17 @@ fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
             _ => merged.push(r),
         }
     }
+    let total: u64 = merged.iter().map(|r| r.end - r.start).sum();
+    let piece = total
+        .div_ceil(RANGES_IN_FLIGHT as u64)
+        .max(LAZY_PIECE)
+        .min(RANGE);
     merged
         .into_iter()
         .flat_map(|r| {
             (r.start..r.end)
-                .step_by(LAZY_PIECE as usize)
-                .map(move |s| s..(s + LAZY_PIECE).min(r.end))
+                .step_by(piece as usize)
+                .map(move |s| s..(s + piece).min(r.end))
         })
         .collect()
 }
@@ -705,6 +711,10 @@ mod coalesce_tests {
         );
         let piece = LAZY_PIECE;
         assert_eq!(coalesce(&[0..piece + 1]), vec![0..piece, piece..piece + 1]);
+        // 32 MiB: eight requests of 4 MiB, one round of RANGES_IN_FLIGHT.
+        let big = coalesce(&[0..32 << 20]);
+        assert_eq!(big.len(), 8);
+        assert!(big.iter().all(|r| r.end - r.start == 4 << 20));
         assert_eq!(coalesce(&[5..5]), Vec::<Range<u64>>::new());
     }
 }
