@@ -685,8 +685,7 @@ fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
     let total: u64 = merged.iter().map(|r| r.end - r.start).sum();
     let piece = total
         .div_ceil(RANGES_IN_FLIGHT as u64)
-        .max(LAZY_PIECE)
-        .min(RANGE);
+        .clamp(LAZY_PIECE, RANGE);
     merged
         .into_iter()
         .flat_map(|r| {
