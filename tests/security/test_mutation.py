@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import freight
-from support.wire import uvarint, xxh3_64
+from support.wire import read_uvarint, uvarint, xxh3_64
 
 MIN_MUTATIONS_PER_PAYLOAD = 1000
 
@@ -270,15 +270,7 @@ def test_mutated_frames_raise_deserialization_error(name):
 _uvarint = uvarint
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = buf[pos]
-        value |= (byte & 0x7F) << shift
-        pos += 1
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
+_read_uvarint = read_uvarint
 
 
 # The envelope layout these tests rely on (docs/FORMAT.md): 4 magic bytes, the format version,

@@ -96,7 +96,14 @@ class SeriesSerializer(_PandasSerializer):
         values = values_from(meta["values"])
         # An object array keeps its dtype, as pickle does (pandas 3 would make strs its "str").
         dtype = values.dtype if type(values) is np.ndarray and values.dtype.kind == "O" else None
-        s = pd.Series(values, index=index_from(meta["index"]), dtype=dtype, name=meta["name"], copy=False)
+        name = meta["name"]
+        try:
+            hash(name)
+        except TypeError:  # pandas refuses it; pickle sets it as pandas' own __setstate__ does
+            s = pd.Series(values, index=index_from(meta["index"]), dtype=dtype, copy=False)
+            object.__setattr__(s, "_name", name)
+        else:
+            s = pd.Series(values, index=index_from(meta["index"]), dtype=dtype, name=name, copy=False)
         s.attrs.update(meta["attrs"])
         flag = meta["allows_duplicate_labels"]
         return s if flag is True else s.set_flags(allows_duplicate_labels=flag)  # set_flags copies
