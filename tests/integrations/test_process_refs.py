@@ -216,6 +216,9 @@ def test_joblib_reports_a_reference_gone_instead_of_hanging():
     import freight.integrations.joblib as fj
 
     fj.install()
+    # One task: with two, the pool breaks at the first bad result and loky kills the other worker,
+    # possibly between writing its segment and discarding it (``_Gone``'s own doing, not freight's),
+    # which would leave that segment to the resource tracker at exit, after this test's check.
     with pytest.raises(joblib.externals.loky.process_executor.BrokenProcessPool) as info:
-        joblib.Parallel(n_jobs=2)(joblib.delayed(gone)(i) for i in range(2))
+        joblib.Parallel(n_jobs=2)([joblib.delayed(gone)(0)])
     assert "RefGoneError" in "".join(str(e) for e in (info.value, info.value.__cause__))
