@@ -44,7 +44,7 @@ class Gadget:
 def celery(redis_server, tmp_path_factory):
     """(app module, tasks folder): the client side in this process, two workers in others."""
     host, port = redis_server
-    broker = f"redis://{host}:{port}/0"
+    broker = f"redis://{host}:{port}/5"  # a database of its own: other modules write to 0
     logs = tmp_path_factory.mktemp("celery")
     env = {**os.environ, "FREIGHT_CELERY_BROKER": broker, "PYTHONPATH": os.pathsep.join(
         p for p in (_HERE, os.environ.get("PYTHONPATH")) if p)}  # fmt: skip
