@@ -48,7 +48,8 @@ impl RawBuffer {
         })
     }
 
-    /// A read-only, C-contiguous byte view of any buffer-protocol object.
+    /// A C-contiguous byte view of any buffer-protocol object, writable when its exporter says so
+    /// (`readonly`; `bytes` never is).
     pub fn simple(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
         if let Ok(bytes) = obj.cast_exact::<PyBytes>() {
             let data = bytes.as_bytes();
@@ -68,14 +69,6 @@ impl RawBuffer {
         match &self.view {
             View::Exported(view) => Some(view),
             View::Bytes { .. } => None,
-        }
-    }
-
-    /// Tries a writable export first, then a read-only one.
-    pub fn prefer_writable(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
-        match Self::get(obj, ffi::PyBUF_WRITABLE) {
-            Ok(buf) => Ok(buf),
-            Err(_) => Self::simple(obj),
         }
     }
 
