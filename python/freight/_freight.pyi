@@ -345,6 +345,22 @@ class ArrowMeta:
     def batch_count(self) -> int:
         """How many arrays the stream holds (a record batch of no rows has none)."""
 
+    @property
+    def schema(self) -> bytes:
+        """The stream field's IPC schema bytes: what the serializers key the pyarrow schema they
+        imported once by (see ``CArrays``)."""
+
+@final
+class CArrays:
+    """The rebuilt arrays as C arrays with no schema (``arrow_loads(..., "arrays")``), for an
+    importer that already holds the schema (pyarrow's ``_import_from_c(address, schema)``). The
+    addresses hold while this object lives; arrays not imported are released with it."""
+
+    def addresses(self) -> list[int]:
+        """The address of each C array, in the stream's order."""
+
+    def __len__(self) -> int: ...
+
 @final
 class PayloadParts:
     """An object encoded in the ``dumps`` layout as parts over its memory (header, padding,
@@ -435,8 +451,9 @@ def arrow_dumps(obj: Any) -> tuple[tuple[bytes, list[Any]], list[FrameBuffer]]:
 
 def arrow_loads(meta: Any, frames: Sequence[Buffer], form: str) -> Any:
     """The arrays of ``meta`` (as ``arrow_dumps`` writes it, or an ``ArrowMeta``) rebuilt over ``frames`` and validated
-    in full, as an ``arrow_array_stream`` capsule (``form="stream"``) or a pair of
-    ``arrow_schema`` and ``arrow_array`` capsules of its one array (``form="array"``). Raises
+    in full, as an ``arrow_array_stream`` capsule (``form="stream"``), a pair of
+    ``arrow_schema`` and ``arrow_array`` capsules of its one array (``form="array"``), or a
+    ``CArrays`` of every array without the schema (``form="arrays"``). Raises
     DeserializationError for anything malformed."""
 
 def compressed_indices_error(indptr: Buffer, indices: Buffer, wide: bool, major: int, minor: int) -> str | None:

@@ -40,6 +40,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<decode::pickle_source::PickleSource>()?;
     m.add_class::<payload_parts::PayloadParts>()?;
     m.add_class::<arrow::ArrowMeta>()?;
+    m.add_class::<arrow::CArrays>()?;
     m.add_class::<storage::NativeStore>()?;
     m.add_class::<storage::StoredBuffer>()?;
     m.add_class::<lazy::LazyHeader>()?;

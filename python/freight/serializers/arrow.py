@@ -115,7 +115,17 @@ class _ArrowSerializer(LibrarySerializer):
         return meta, frames
 
     def _rebuild(self, meta: Any, frames: list[memoryview]) -> Any:
-        if isinstance(meta, (ArrowMeta, tuple)):
+        if isinstance(meta, ArrowMeta):
+            key = (meta.schema, self.tag)
+            known = _IMPORTED_SCHEMAS.get(key)
+            if known is not None:
+                arrays = arrow_loads(meta, frames, "arrays")  # owns the C arrays while pyarrow imports them
+                return self._from_c(arrays.addresses(), known)
+            obj = self._import(arrow_loads(meta, frames, self.form))
+            if _EXTENSION_KEY not in key[0]:  # extension types are looked up each time: registrations change
+                _remember(key, self._schema_of(obj))
+            return obj
+        if isinstance(meta, tuple):
             return self._import(arrow_loads(meta, frames, self.form))
         if isinstance(meta, dict):
             return self.in_python[1](meta, frames)
@@ -125,6 +135,33 @@ class _ArrowSerializer(LibrarySerializer):
 
     def _import(self, capsule: Any) -> Any:
         raise NotImplementedError
+
+    def _schema_of(self, obj: Any) -> Any:
+        """What pyarrow made of the payload's schema in ``obj`` (a Schema, or an array's type)."""
+        return obj.schema
+
+    def _from_c(self, addresses: list[int], schema: Any) -> Any:
+        """The object rebuilt from C arrays (``_freight.CArrays``) and the schema ``_schema_of`` gave."""
+        raise NotImplementedError
+
+
+# What pyarrow made of each schema met, keyed by (IPC schema bytes, tag): importing a schema
+# through the C interface is most of a small table's load (a 3-column table of 100 rows: ~19k
+# of ~86k instructions), and a process loads many values of one schema. Bounded: cleared when full.
+_IMPORTED_SCHEMAS: dict[tuple[bytes, str], Any] = {}
+_IMPORTED_SCHEMAS_MAX = 256
+
+
+def _remember(key: tuple[bytes, str], schema: Any) -> None:
+    if len(_IMPORTED_SCHEMAS) >= _IMPORTED_SCHEMAS_MAX:
+        _IMPORTED_SCHEMAS.clear()
+    _IMPORTED_SCHEMAS[key] = schema
+
+
+def _one(addresses: list[int]) -> int:
+    if len(addresses) != 1:
+        raise ValueError(f"an Arrow array payload holds {len(addresses)} arrays, not 1")
+    return addresses[0]
 
 
 class ArraySerializer(_ArrowSerializer):
@@ -136,6 +173,12 @@ class ArraySerializer(_ArrowSerializer):
     def _import(self, capsules: Any) -> pa.Array:
         return pa.Array._import_from_c_capsule(*capsules)
 
+    def _schema_of(self, obj: pa.Array) -> pa.DataType:
+        return obj.type
+
+    def _from_c(self, addresses: list[int], schema: pa.DataType) -> pa.Array:
+        return pa.Array._import_from_c(_one(addresses), schema)
+
 
 class ChunkedArraySerializer(_ArrowSerializer):
     tag = "pyarrow.ChunkedArray"
@@ -144,6 +187,12 @@ class ChunkedArraySerializer(_ArrowSerializer):
 
     def _import(self, capsule: Any) -> pa.ChunkedArray:
         return pa.ChunkedArray._import_from_c_capsule(capsule)
+
+    def _schema_of(self, obj: pa.ChunkedArray) -> pa.DataType:
+        return obj.type
+
+    def _from_c(self, addresses: list[int], schema: pa.DataType) -> pa.ChunkedArray:
+        return pa.chunked_array([pa.Array._import_from_c(a, schema) for a in addresses], schema)
 
 
 class RecordBatchSerializer(_ArrowSerializer):
@@ -167,6 +216,9 @@ class RecordBatchSerializer(_ArrowSerializer):
     def _import(self, capsules: Any) -> pa.RecordBatch:
         return pa.RecordBatch._import_from_c_capsule(*capsules)
 
+    def _from_c(self, addresses: list[int], schema: pa.Schema) -> pa.RecordBatch:
+        return pa.RecordBatch._import_from_c(_one(addresses), schema)
+
 
 class TableSerializer(_ArrowSerializer):
     tag = "pyarrow.Table"
@@ -175,6 +227,9 @@ class TableSerializer(_ArrowSerializer):
 
     def _import(self, capsule: Any) -> pa.Table:
         return pa.RecordBatchReader._import_from_c_capsule(capsule).read_all()
+
+    def _from_c(self, addresses: list[int], schema: pa.Schema) -> pa.Table:
+        return pa.Table.from_batches([pa.RecordBatch._import_from_c(a, schema) for a in addresses], schema)
 
 
 class SchemaSerializer(LibrarySerializer):

@@ -178,6 +178,57 @@ pub fn array<'py>(py: Python<'py>, field: &Field, data: ArrayData) -> Result<Bou
     Ok(PyTuple::new(py, [schema, array])?.into_any())
 }
 
+/// The rebuilt arrays as C arrays with no schema, for an importer that already holds the
+/// schema (pyarrow's `_import_from_c(address, schema)`): importing a schema is most of what a
+/// small table's import costs, and a process loading many tables of one schema imports it once
+/// (python/freight/serializers/arrow.py keeps what it imported, keyed by the schema bytes).
+/// Each array is boxed, so its address holds until this object goes; the importer moves an
+/// array out (marking it released), and any array left is released when this object is freed.
+#[pyclass(frozen, module = "freight._freight")]
+pub struct CArrays {
+    /// From `Box::into_raw`: the importer writes through these addresses (it moves the array
+    /// out), which a `Box` held here would not allow; `Drop` takes each back.
+    arrays: Vec<*mut FFI_ArrowArray>,
+}
+
+// SAFETY: the pointers are owned (boxes) and only read or freed by whoever holds the GIL;
+// FFI_ArrowArray itself is Send and Sync.
+unsafe impl Send for CArrays {}
+unsafe impl Sync for CArrays {}
+
+impl CArrays {
+    pub fn new(arrays: Vec<ArrayData>) -> Self {
+        Self {
+            arrays: arrays
+                .iter()
+                .map(|data| Box::into_raw(Box::new(FFI_ArrowArray::new(data))))
+                .collect(),
+        }
+    }
+}
+
+impl Drop for CArrays {
+    fn drop(&mut self) {
+        for &array in &self.arrays {
+            // SAFETY: made by Box::into_raw in `new`, freed once here; an array the importer
+            // moved out is marked released, and dropping it releases nothing.
+            drop(unsafe { Box::from_raw(array) });
+        }
+    }
+}
+
+#[pymethods]
+impl CArrays {
+    /// The address of each C array, in the stream's order (valid while this object lives).
+    fn addresses(&self) -> Vec<usize> {
+        self.arrays.iter().map(|&a| a as usize).collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.arrays.len()
+    }
+}
+
 /// An `arrow_array_stream` capsule yielding `arrays`, each of `field`'s type (arrow-rs' own
 /// stream export takes record batches only: a chunked array's stream is of any type).
 pub fn stream(py: Python<'_>, field: FieldRef, arrays: Vec<ArrayData>) -> Result<Bound<'_, PyAny>> {

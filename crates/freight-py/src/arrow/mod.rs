@@ -27,6 +27,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use crate::buffer::maybe_detach;
 use crate::errors::{Error, Result};
 pub use build::RawNode;
+pub use capsule::CArrays;
 pub use walk::{Frames, Node};
 
 /// The field metadata key that marks an extension type in the IPC schema bytes.
@@ -83,6 +84,13 @@ impl ArrowMeta {
     fn batch_count(&self) -> usize {
         self.batches.len()
     }
+
+    /// The stream field's IPC schema bytes: what the serializers key the pyarrow schema they
+    /// imported once by (see `CArrays`).
+    #[getter]
+    fn schema<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.schema)
+    }
 }
 
 /// `(meta, frames)` of an object exporting `__arrow_c_stream__` or `__arrow_c_array__`.
@@ -127,9 +135,9 @@ fn loads<'py>(
     frames: &Bound<'py, PyAny>,
     form: &str,
 ) -> Result<Bound<'py, PyAny>> {
-    if form != "stream" && form != "array" {
+    if !matches!(form, "stream" | "array" | "arrays") {
         return Err(Error::decode(format!(
-            "unknown Arrow form {form:?}: \"stream\" or \"array\""
+            "unknown Arrow form {form:?}: \"stream\", \"array\" or \"arrays\""
         )));
     }
     let mut source = build::FrameSource::new(frames);
@@ -166,8 +174,10 @@ fn loads<'py>(
             .map(|plan| build::array(plan, field.data_type(), limit).and_then(build::batch_columns))
             .collect::<Result<Vec<_>>>()
     })?;
-    if form == "stream" {
-        return capsule::stream(py, field, arrays);
+    match form {
+        "stream" => return capsule::stream(py, field, arrays),
+        "arrays" => return Ok(Bound::new(py, capsule::CArrays::new(arrays))?.into_any()),
+        _ => {}
     }
     let [data]: [_; 1] = arrays.try_into().map_err(|a: Vec<_>| {
         Error::corrupt(format!(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use freight_core::envelope::Limits;
 use freight_core::{Frame, Frames, OpenOptions, Parts, Payload};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyList, PyTuple};
+use pyo3::types::{PyByteArray, PyList, PyTuple};
 
 use crate::buffer::{frame_memoryview, maybe_detach, FrameBuffer, Owner, RawBuffer};
 use crate::errors::{Error, Result};
