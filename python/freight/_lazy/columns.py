@@ -97,6 +97,6 @@ def read_columns(reader: Any, span: Span, path: str, names: Sequence[str]) -> An
     buf = reader.buffer(wanted)
     keys = reader.options.get("key", reader.freight.options.key)
     verify = reader.options.get("verify", True)
-    raws = [memoryview(_freight.frame_raw(buf, i, keys, verify is not False)) for i in wanted]
+    raws = [memoryview(raw) for raw in _freight.frames_raw(buf, wanted, keys, verify is not False)]
     new_meta = (new_schema.serialize().to_pybytes(), new_batches)
     return reader.freight.registry.by_tag(tag).decode(new_meta, raws)
