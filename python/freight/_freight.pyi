@@ -38,6 +38,7 @@ __all__ = [
     "header_length",
     "decompress_blocks",
     "frames_raw",
+    "arrow_project",
 ]
 
 __version__: Final[str]
@@ -322,9 +323,7 @@ class NativeStore:
         range; a value replaced since `head` is refused, never mixed (a lazy reader's frames)."""
     def get(self, key: str, progress: Callable[[int, int], object] | None = None) -> StoredBuffer: ...
     def map(self, key: str) -> StoredBuffer: ...
-    def get_ranges_into(
-        self, key: str, ranges: Sequence[tuple[int, int]], etag: str | None, buffer: Buffer
-    ) -> None:
+    def get_ranges_into(self, key: str, ranges: Sequence[tuple[int, int]], etag: str | None, buffer: Buffer) -> None:
         """Reads several ranges of one version of a value (as ``get_ranges``) into ``buffer``, a
         writable buffer of the value's length, each at its offset in the value."""
     def get_head(self, key: str, length: int) -> tuple[bytes, int, float, str | None]:
@@ -460,6 +459,10 @@ def decompress_blocks(codec: int, stored: Buffer, raw_len: int, shuffle: int | N
     """Decompresses `stored`, a compressed frame's layout (block size, block count, block lengths,
     blocks) holding some of a frame's blocks, into `raw_len` bytes: a lazy read's slice of a
     compressed frame decompresses only its blocks. Every size is checked as in a whole load."""
+
+def arrow_project(schema: bytes, names: list[str]) -> tuple[list[str], bytes | None]:
+    """(the columns' names, the IPC schema bytes of columns ``names`` in that order, or None when
+    one of them is not a column) of a stored table's IPC schema bytes (lazy column reads)."""
 
 def frames_raw(data: Buffer, indices: list[int], keys: _Key = None, verify: bool = True) -> list[bytes | memoryview]:
     """The raw bytes of frames `indices` of the payload in `data` (its bytes where they lie: at

@@ -7,7 +7,6 @@
 
 use freight_core::envelope::{self, frame_start, packed, Header, Limits};
 use freight_core::walk::{self, NodeSpan};
-use freight_core::FrameInfo;
 use freight_core::{sign, Error as CoreError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -383,27 +382,23 @@ pub fn frames_raw<'py>(
         };
         crate::decode::input::open(py, freight_core::Parts::Single(input.clone()), &opts)
     };
-    // Frames with a block checksum and nothing else to check (no digests, no signature) are
-    // checked here, their blocks on all cores, then viewed from a payload opened unverified.
-    let mut payload = open(!verify || !keys.is_empty())?;
+    // Unsigned frames are checked here, on all cores, then viewed from a payload opened
+    // unverified (a signed payload's frames, and any other kind, go through the payload's own
+    // verify-once rules).
+    let mut payload = open(verify && !keys.is_empty())?;
     if verify && keys.is_empty() {
         let frames = payload.frames();
-        let mut blocks = Vec::with_capacity(indices.len());
+        let mut wanted = Vec::with_capacity(indices.len());
         for &index in &indices {
-            let frame = frames.get(index).map_err(crate::errors::Error::from)?;
-            blocks.push((index, frame.info(), frame.stored()));
+            wanted.push((
+                index,
+                frames.get(index).map_err(crate::errors::Error::from)?,
+            ));
         }
-        let by_blocks = blocks.iter().all(|(_, info, _)| {
-            info.codec == 0
-                && info.checksum.is_some()
-                && info.block_checksum
-                && info.digests.is_none()
-        });
-        if by_blocks {
-            let total: usize = blocks.iter().map(|(_, _, stored)| stored.len()).sum();
-            maybe_detach(py, total, || check_block_checksums(&blocks))
-                .map_err(crate::errors::Error::from)?;
-        } else {
+        let total: usize = wanted.iter().map(|(_, f)| f.stored().len()).sum();
+        let checked = maybe_detach(py, total, || crate::lazy_verify::check_frames(&wanted))
+            .map_err(crate::errors::Error::from)?;
+        if !checked {
             payload = open(true)?;
         }
     }
@@ -439,42 +434,4 @@ pub fn frames_raw<'py>(
         )?);
     }
     Ok(out)
-}
-
-/// Checks block-checksummed frames (the xxh3-64 of the little-endian xxh3-64 digests of their
-/// 1 MiB blocks: docs/FORMAT.md), every block of every frame side by side on all cores.
-fn check_block_checksums(frames: &[(u32, &FrameInfo, &[u8])]) -> freight_core::Result<()> {
-    use rayon::prelude::*;
-    let block = freight_core::checksum::CHECKSUM_BLOCK;
-    let jobs: Vec<(usize, &[u8])> = frames
-        .iter()
-        .enumerate()
-        .flat_map(|(f, (_, _, stored))| stored.chunks(block).map(move |b| (f, b)))
-        .collect();
-    let digests: Vec<u64> = freight_core::parallel::run(|| {
-        jobs.par_iter()
-            .map(|(_, b)| freight_core::checksum::hash(b))
-            .collect()
-    });
-    let mut at = 0;
-    for (f, (index, info, _)) in frames.iter().enumerate() {
-        let n = jobs[at..].iter().take_while(|(g, _)| *g == f).count();
-        let bytes: Vec<u8> = digests[at..at + n]
-            .iter()
-            .flat_map(|d| d.to_le_bytes())
-            .collect();
-        at += n;
-        let computed = freight_core::checksum::hash(&bytes);
-        let stored = info
-            .checksum
-            .expect("only checksummed frames are checked here");
-        if computed != stored {
-            return Err(CoreError::Checksum {
-                what: format!("frame {index}"),
-                stored,
-                computed,
-            });
-        }
-    }
-    Ok(())
 }

@@ -47,7 +47,8 @@ class _Reader:
         size = source.size
         if size == 0:
             raise DeserializationError(
-                f"{source.name} is empty (0 bytes), not a freight payload: too short to hold a header; check that it was written completely"
+                f"{source.name} is empty (0 bytes), not a freight payload: too short to hold a header; "
+                "check that it was written completely"
             )
         head = source.first(FIRST_READ)
         length = _header_length(head, source.name)
@@ -64,6 +65,8 @@ class _Reader:
         keys = options.get("key", freight.options.key)
         self.header = _freight.LazyHeader(head, size, keys)
         self.memo: dict[int, Any] = {}
+        # Stored tables' Arrow metadata by node offset (decoded once per value: columns.py).
+        self.tables: dict[int, tuple[str, bytes, list[Any], list[int]]] = {}
         self.slots: list[tuple[int, int]] | None = None
         self._head_written = False
 
