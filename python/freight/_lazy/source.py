@@ -25,6 +25,10 @@ _HUGE_MIN = 4 << 20
 class FileSource:
     """A payload in a local file, mapped read-only."""
 
+    # What opening looks at first: the preamble and the header's length (then the header
+    # alone: a mapping is read where it is touched, so there is nothing to gain by asking more).
+    probe = 64
+
     def __init__(self, path: str | os.PathLike[str]):
         self.name = os.fspath(path)
         try:
@@ -73,6 +77,9 @@ class FileSource:
 class StoreSource:
     """One stored object, read by ranges of the version whose header was read (a value replaced
     meanwhile is refused, never mixed)."""
+
+    # The opening read already holds this much (a round trip costs more than the bytes).
+    probe = FIRST_READ
 
     def __init__(self, native: Any, key: str):
         self._native = native

@@ -50,8 +50,11 @@ class _Reader:
                 f"{source.name} is empty (0 bytes), not a freight payload: too short to hold a header; "
                 "check that it was written completely"
             )
-        head = source.first(FIRST_READ)
+        head = source.first(source.probe)
         length = _header_length(head, source.name)
+        if length is None and len(head) < size:  # too few bytes to tell: as a store's read
+            head = source.first(FIRST_READ)
+            length = _header_length(head, source.name)
         if length is None:
             raise DeserializationError(f"{source.name}: {size} bytes is too short to be a freight payload")
         if length > size:
