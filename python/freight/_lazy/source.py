@@ -11,6 +11,7 @@ import errno
 import mmap
 import os
 import stat
+import threading
 from typing import Any
 
 from freight.exceptions import PathError, PathNotFoundError
@@ -92,6 +93,7 @@ class StoreSource:
         self.requests = 1
         self._sparse: mmap.mmap | None = None
         self._filled: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()
 
     def first(self, length: int) -> Any:
         """The object's first ``length`` bytes (fewer if it is shorter): from the opening read
@@ -127,10 +129,13 @@ class StoreSource:
     def fill(self, frames: list[tuple[int, int]]) -> None:
         """Fetches these byte ranges into the buffer (each once), written in place by the
         native store as they arrive (no bytes object per frame, no copy after)."""
-        todo = [r for r in frames if r not in self._filled and r[1] > r[0]]
-        if not todo:
-            return
-        self._native.get_ranges_into(self.key, todo, self.etag, self.buffer())
-        self.requests += 1
-        self.bytes_read += sum(b - a for a, b in todo)
-        self._filled.update(todo)
+        # One fill at a time: the native read writes the buffer with the GIL released, and a
+        # second thread must neither write the same frame again nor use it half written.
+        with self._lock:
+            todo = [r for r in frames if r not in self._filled and r[1] > r[0]]
+            if not todo:
+                return
+            self._native.get_ranges_into(self.key, todo, self.etag, self.buffer())
+            self.requests += 1
+            self.bytes_read += sum(b - a for a, b in todo)
+            self._filled.update(todo)
