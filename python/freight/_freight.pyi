@@ -37,7 +37,8 @@ __all__ = [
     "LazyHeader",
     "header_length",
     "decompress_blocks",
-    "frame_raw",
+    "frames_raw",
+    "arrow_project",
 ]
 
 __version__: Final[str]
@@ -322,6 +323,11 @@ class NativeStore:
         range; a value replaced since `head` is refused, never mixed (a lazy reader's frames)."""
     def get(self, key: str, progress: Callable[[int, int], object] | None = None) -> StoredBuffer: ...
     def map(self, key: str) -> StoredBuffer: ...
+    def get_ranges_into(self, key: str, ranges: Sequence[tuple[int, int]], etag: str | None, buffer: Buffer) -> None:
+        """Reads several ranges of one version of a value (as ``get_ranges``) into ``buffer``, a
+        writable buffer of the value's length, each at its offset in the value."""
+    def get_head(self, key: str, length: int) -> tuple[bytes, int, float, str | None]:
+        """(first ``length`` bytes, size, modified, etag) of a value, from one ranged read."""
     def head(self, key: str) -> tuple[int, float, str | None]:
         """(size, modified, etag) of a stored object."""
     def exists(self, key: str) -> bool: ...
@@ -471,12 +477,17 @@ def decompress_blocks(codec: int, stored: Buffer, raw_len: int, shuffle: int | N
     blocks) holding some of a frame's blocks, into `raw_len` bytes: a lazy read's slice of a
     compressed frame decompresses only its blocks. Every size is checked as in a whole load."""
 
-def frame_raw(data: Buffer, index: int, keys: _Key = None, verify: bool = True) -> bytes | memoryview:
-    """The raw bytes of frame `index` of the payload in `data` (its bytes where they lie: at least
-    the header and that frame), checked against its checksum or digests (always when `keys` are
-    given and the payload is head-signed; the header's signature is checked first): a read-only
-    view of `data` for an uncompressed frame (a mapped file is not copied), new memory for a
-    compressed one. A lazy read of some columns of a table reads only their frames."""
+def arrow_project(schema: bytes, names: list[str]) -> tuple[list[str], bytes | None]:
+    """(the columns' names, the IPC schema bytes of columns ``names`` in that order, or None when
+    one of them is not a column) of a stored table's IPC schema bytes (lazy column reads)."""
+
+def frames_raw(data: Buffer, indices: list[int], keys: _Key = None, verify: bool = True) -> list[bytes | memoryview]:
+    """The raw bytes of frames `indices` of the payload in `data` (its bytes where they lie: at
+    least the header and those frames), each checked against its checksum or digests (always
+    when `keys` are given and the payload is head-signed; the header's signature is checked
+    first): a read-only view of `data` for an uncompressed frame (a mapped file is not copied),
+    new memory for a compressed one. The payload is opened once and the checks run on all cores.
+    A lazy read of some columns of a table reads only their frames."""
 
 _Span: TypeAlias = tuple[int, int, int, list[int], list[int], int, str, bool]
 

@@ -524,6 +524,29 @@ def test_a_flipped_frame_byte_fails_the_block_read_and_spares_the_others(store_l
         store.load("v")
 
 
+@pytest.mark.parametrize("rows", [100, 300_000], ids=["checksum", "block digests"])
+def test_a_flipped_byte_in_a_column_fails_that_column_only(store_location, rows):
+    """Columns read alone are checked as a whole load checks them (a frame of 800 bytes by its
+    checksum, one of 2.4 MB by its 64 KiB block digests, on all cores): a flipped byte fails
+    exactly the reads that use its column; ``verify=False`` is the explicit way around it."""
+    store = _store(store_location)
+    table = pa.table({"x": np.arange(rows, dtype="f8"), "y": np.arange(rows, dtype="f8") * 2})
+    store.save("v", {"t": table})
+    data = _raw(store, "v")
+    start, end = _layout(data).frames[-1]  # column y's values
+    store.put_bytes("v", bytes(_flip(data, (start + end) // 2)))
+    lv = store.lazy("v")
+    assert lv.columns(["x"], entry="t").column("x").equals(table.column("x"))
+    with pytest.raises(freight.IntegrityError, match="frame 1"):
+        lv.columns(["y"], entry="t")
+    with pytest.raises(freight.IntegrityError):
+        lv.columns(["y", "x"], entry="t")
+    got = store.lazy("v", verify=False).columns(["y"], entry="t").column("y")
+    assert len(got) == rows and not got.equals(table.column("y"))
+    with pytest.raises(freight.IntegrityError):
+        store.load("v")
+
+
 def test_a_flipped_byte_in_a_small_frame_fails_that_entry_only(store_location):
     store = _store(store_location)
     store.save("v", {"a": np.arange(1000), "b": np.arange(1000, 2000), "c": b"z" * 100_000})

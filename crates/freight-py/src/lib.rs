@@ -13,6 +13,8 @@ mod encode;
 mod errors;
 mod inspect;
 mod lazy;
+mod lazy_columns;
+mod lazy_verify;
 mod limits;
 mod options;
 mod payload_parts;
@@ -46,7 +48,8 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lazy::LazyHeader>()?;
     m.add_function(wrap_pyfunction!(lazy::header_length, m)?)?;
     m.add_function(wrap_pyfunction!(lazy::decompress_blocks, m)?)?;
-    m.add_function(wrap_pyfunction!(lazy::frame_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(lazy::frames_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(lazy_columns::arrow_project, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::compressed_frames, m)?)?;

@@ -199,6 +199,46 @@ impl NativeStore {
         Ok(got.iter().map(|b| PyBytes::new(py, b)).collect())
     }
 
+    /// Reads several ranges of one version of a value (as `get_ranges`) into `buffer`, a
+    /// writable buffer of the value's length, each at its offset in the value: copied from the
+    /// network into place, with no `bytes` per range (a lazy reader's frames).
+    #[pyo3(signature = (key, ranges, etag, buffer))]
+    fn get_ranges_into(
+        &self,
+        py: Python<'_>,
+        key: &str,
+        ranges: Vec<(u64, u64)>,
+        etag: Option<String>,
+        buffer: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let ranges: Vec<std::ops::Range<u64>> = ranges.into_iter().map(|(a, b)| a..b).collect();
+        let target = RawBuffer::get(buffer, ffi::PyBUF_WRITABLE)?;
+        // SAFETY: a writable export, held (so neither freed nor resized) until the call ends;
+        // nothing else writes it meanwhile: the caller waits, detached, for the call.
+        let dest = unsafe { target.as_mut_slice() };
+        self.run(py, |store| {
+            store.get_ranges_into(key, &ranges, etag.as_deref(), dest)
+        })?;
+        Ok(())
+    }
+
+    /// (first `length` bytes, size, modified, etag) of a value, from one ranged read (a lazy
+    /// reader's header and the version it pins).
+    fn get_head<'py>(
+        &self,
+        py: Python<'py>,
+        key: &str,
+        length: u64,
+    ) -> PyResult<(Bound<'py, PyBytes>, u64, f64, Option<String>)> {
+        let (bytes, meta) = self.run(py, |store| store.get_head(key, length))?;
+        Ok((
+            PyBytes::new(py, &bytes),
+            meta.size,
+            meta.modified,
+            meta.etag,
+        ))
+    }
+
     /// The whole value (read into memory, or mapped when it is a large local file).
     #[pyo3(signature = (key, progress=None))]
     fn get(

@@ -7,6 +7,7 @@ mod error;
 mod keys;
 mod local;
 mod open;
+mod ranges;
 mod store;
 
 pub use error::{Error, Result};

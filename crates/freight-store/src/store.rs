@@ -24,15 +24,8 @@ pub const PART: usize = 8 << 20;
 const PARTS_IN_FLIGHT: usize = 4;
 /// Objects from this size are read as parallel ranges of this size.
 pub const RANGE: u64 = 16 << 20;
-/// Requests of a lazy read are at least this long: a read is split in `RANGES_IN_FLIGHT` equal
-/// pieces (all in flight at once: one stream of a loopback S3 server moved 65-90 MB/s, and each
-/// request costs a round trip, so 16 pieces of 2 MiB for 32 MiB were slower than 8 of 4 MiB).
-const LAZY_PIECE: u64 = 1 << 20;
-/// Ranges of a lazy read closer than this are read in one request (the bytes between are
-/// fewer than a request costs in latency on S3; frames are at most 64 bytes apart).
-const COALESCE: u64 = 64 << 10;
 /// Ranged reads in flight at once.
-const RANGES_IN_FLIGHT: usize = 8;
+pub(crate) const RANGES_IN_FLIGHT: usize = 8;
 /// Local values from this size are mapped rather than read by `get`.
 const MAP_MIN: u64 = 1 << 20;
 /// Staging files older than this that a crashed writer left behind are removed by the next
@@ -55,7 +48,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 }
 
 /// Runs a future to completion on the storage runtime.
-fn block_on<F: std::future::Future>(future: F) -> F::Output {
+pub(crate) fn block_on<F: std::future::Future>(future: F) -> F::Output {
     runtime().block_on(future)
 }
 
@@ -174,11 +167,11 @@ impl Store {
     }
 
     /// This process's client of the backend.
-    fn inner(&self) -> object_store::Result<&Arc<dyn ObjectStore>> {
+    pub(crate) fn inner(&self) -> object_store::Result<&Arc<dyn ObjectStore>> {
         self.client.get()
     }
 
-    fn path(&self, key: &str) -> Result<Path> {
+    pub(crate) fn path(&self, key: &str) -> Result<Path> {
         keys::check(key)?;
         Ok(keys::to_path(&self.prefix, key))
     }
@@ -203,7 +196,7 @@ impl Store {
             .map_err(|e| self.err("locate", key, e))
     }
 
-    fn err(&self, op: &'static str, key: &str, err: object_store::Error) -> Error {
+    pub(crate) fn err(&self, op: &'static str, key: &str, err: object_store::Error) -> Error {
         if self.is_local() && below_a_file(&err) {
             // "a/b" when "a" is a stored value: no value is stored under "a/b".
             return Error::NotFound {
@@ -381,115 +374,6 @@ impl Store {
         .map_err(|e| self.err("load", key, e))
     }
 
-    /// Bytes of several ranges of one version of a value, for a lazy reader: `etag` is the
-    /// version its header came from, and a value replaced since is refused (`Changed`), never
-    /// mixed with the old one (each request asks for that version and its answer is checked).
-    /// Ranges closer than `COALESCE` go in one request, long ones are split in parallel pieces,
-    /// `RANGES_IN_FLIGHT` requests at a time. Returns one buffer per range, in order.
-    pub fn get_ranges(
-        &self,
-        key: &str,
-        ranges: &[Range<u64>],
-        etag: Option<&str>,
-    ) -> Result<Vec<Bytes>> {
-        let path = self.path(key)?;
-        let requests = coalesce(ranges);
-        let fetched: Vec<Bytes> = block_on(async {
-            let inner = self.inner()?;
-            let changed = std::sync::atomic::AtomicBool::new(false);
-            let out = futures::stream::iter(requests.iter().cloned())
-                .map(|range| {
-                    let (inner, path, changed) = (&inner, &path, &changed);
-                    async move {
-                        let options = object_store::GetOptions {
-                            range: Some(object_store::GetRange::Bounded(range)),
-                            if_match: etag.map(str::to_owned),
-                            ..Default::default()
-                        };
-                        match inner.get_opts(path, options).await {
-                            Ok(got) => {
-                                if etag.is_some() && got.meta.e_tag.as_deref() != etag {
-                                    changed.store(true, std::sync::atomic::Ordering::Relaxed);
-                                }
-                                got.bytes().await
-                            }
-                            Err(object_store::Error::Precondition { .. }) => {
-                                changed.store(true, std::sync::atomic::Ordering::Relaxed);
-                                Ok(Bytes::new())
-                            }
-                            Err(e) => Err(e),
-                        }
-                    }
-                })
-                .buffered(RANGES_IN_FLIGHT)
-                .try_collect::<Vec<_>>()
-                .await;
-            if changed.load(std::sync::atomic::Ordering::Relaxed) {
-                return Ok(None);
-            }
-            match out {
-                Ok(out) => Ok(Some(out)),
-                // Some servers check the range before the condition (a shorter new value
-                // answers 416): with a version pinned, a failure is a replacement when the
-                // value is gone or another version now.
-                Err(e) if etag.is_some() => match inner.head(&path).await {
-                    Ok(meta) if meta.e_tag.as_deref() == etag => Err(e),
-                    Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(None),
-                    Err(_) => Err(e),
-                },
-                Err(e) => Err(e),
-            }
-        })
-        .map_err(|e| self.err("load", key, e))?
-        .ok_or_else(|| Error::Changed {
-            url: self.url.clone(),
-            key: key.to_owned(),
-        })?;
-        // Each asked-for range out of the requests that hold it.
-        let mut out = Vec::with_capacity(ranges.len());
-        for range in ranges {
-            let mut parts = Vec::new();
-            for (request, bytes) in requests.iter().zip(&fetched) {
-                let start = range.start.max(request.start);
-                let end = range.end.min(request.end);
-                if start < end {
-                    let (a, b) = (
-                        (start - request.start) as usize,
-                        (end - request.start) as usize,
-                    );
-                    if b > bytes.len() {
-                        return Err(Error::Changed {
-                            url: self.url.clone(),
-                            key: key.to_owned(),
-                        });
-                    }
-                    parts.push(bytes.slice(a..b));
-                }
-            }
-            out.push(match parts.len() {
-                0 => Bytes::new(),
-                1 => parts.pop().expect("one part"),
-                _ => Bytes::from(parts.concat()),
-            });
-        }
-        Ok(out)
-    }
-
-    /// The first `len` bytes of a value (fewer if it is shorter).
-    pub fn get_head(&self, key: &str, len: u64) -> Result<(Bytes, Meta)> {
-        let path = self.path(key)?;
-        block_on(async {
-            let meta = self.inner()?.head(&path).await?;
-            let bytes = self
-                .inner()?
-                .get_range(&path, 0..len.min(meta.size))
-                .await?;
-            Ok((bytes, meta))
-        })
-        .map(|(bytes, meta)| (bytes, self.meta(key, &meta)))
-        .map_err(|e| self.err("info", key, e))
-    }
-
     /// Maps a value of a local folder store into memory (read-only).
     pub fn map(&self, key: &str) -> Result<Stored> {
         let Some(local) = &self.local else {
@@ -535,7 +419,7 @@ impl Store {
         }
     }
 
-    fn meta(&self, key: &str, meta: &object_store::ObjectMeta) -> Meta {
+    pub(crate) fn meta(&self, key: &str, meta: &object_store::ObjectMeta) -> Meta {
         Meta {
             key: key.to_owned(),
             size: meta.size,
@@ -667,53 +551,4 @@ fn unique() -> String {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     format!("{}-{nanos:x}", std::process::id())
-}
-
-/// The requests that read `ranges`: sorted, merged when closer than `COALESCE`, and split in
-/// pieces of at least `LAZY_PIECE` bytes, about `RANGES_IN_FLIGHT` of them in all, so that a
-/// long read goes out as parallel requests in one round.
-fn coalesce(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
-    let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| !r.is_empty()).cloned().collect();
-    sorted.sort_by_key(|r| r.start);
-    let mut merged: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
-    for r in sorted {
-        match merged.last_mut() {
-            Some(last) if r.start <= last.end + COALESCE => last.end = last.end.max(r.end),
-            _ => merged.push(r),
-        }
-    }
-    let total: u64 = merged.iter().map(|r| r.end - r.start).sum();
-    let piece = total
-        .div_ceil(RANGES_IN_FLIGHT as u64)
-        .clamp(LAZY_PIECE, RANGE);
-    merged
-        .into_iter()
-        .flat_map(|r| {
-            (r.start..r.end)
-                .step_by(piece as usize)
-                .map(move |s| s..(s + piece).min(r.end))
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod coalesce_tests {
-    use super::*;
-
-    #[test]
-    #[allow(clippy::single_range_in_vec_init)] // one range is a case here
-    fn near_ranges_merge_and_long_ones_split() {
-        assert_eq!(coalesce(&[10..20, 0..5, 30..40]), vec![0..40]);
-        assert_eq!(
-            coalesce(&[0..5, COALESCE + 10..COALESCE + 20]),
-            vec![0..5, COALESCE + 10..COALESCE + 20]
-        );
-        let piece = LAZY_PIECE;
-        assert_eq!(coalesce(&[0..piece + 1]), vec![0..piece, piece..piece + 1]);
-        // 32 MiB: eight requests of 4 MiB, one round of RANGES_IN_FLIGHT.
-        let big = coalesce(&[0..32 << 20]);
-        assert_eq!(big.len(), 8);
-        assert!(big.iter().all(|r| r.end - r.start == 4 << 20));
-        assert_eq!(coalesce(&[5..5]), Vec::<Range<u64>>::new());
-    }
 }

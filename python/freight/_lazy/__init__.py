@@ -10,6 +10,7 @@ from typing import Any
 from freight import _api
 from freight._lazy.source import FileSource, StoreSource
 from freight._lazy.value import LazyArray, LazyValue
+from freight.exceptions import PathError
 
 __all__ = ["lazy", "open_stored", "LazyValue", "LazyArray"]
 
@@ -53,8 +54,11 @@ def open_stored(native: Any, key: str, freight: Any, options: dict[str, Any], ru
     options = _check(options, "Store.lazy")
     path = native.local_path(key)
     if path is not None:
-        native.head(key)  # KeyNotFoundError, as for other stores, rather than a path error
-        source: Any = FileSource(path)
+        try:
+            source: Any = FileSource(path)
+        except PathError:
+            native.head(key)  # KeyNotFoundError, as for other stores, rather than a path error
+            raise
         source.name = f"{native.url}: {key!r}"
     else:
         source = StoreSource(native, key)

@@ -42,10 +42,12 @@ def ext_tag(reader: Any, span: Span) -> tuple[str, Span, list[int]]:
     return tag, Span(*meta_span), frames
 
 
-def _arrow_meta(reader: Any, span: Span, path: str) -> tuple[str, Any, list[Any], list[int]]:
-    """(tag, IPC schema, batch nodes, frames) of the stored table at ``span``, from the header."""
-    import pyarrow as pa
-
+def _arrow_meta(reader: Any, span: Span, path: str) -> tuple[str, bytes, list[Any], list[int]]:
+    """(tag, IPC schema bytes, batch nodes, frames) of the stored table at ``span``, from the
+    header."""
+    cached = reader.tables.get(span.at)
+    if cached is not None:  # a second read of the same table: its metadata decoded once
+        return cached
     tag, meta_span, frames = ext_tag(reader, span)
     allowed = reader.options.get("allowed_tags", reader.freight.options.allowed_tags)
     if allowed is not None and tag not in allowed:
@@ -61,32 +63,33 @@ def _arrow_meta(reader: Any, span: Span, path: str) -> tuple[str, Any, list[Any]
     if not (isinstance(meta, tuple) and len(meta) == 2 and isinstance(meta[0], bytes)):
         raise LazyReadError(f"{path} was stored in an older form, or in polars' own IPC; .load() reads it whole")
     schema_bytes, batches = meta
-    return tag, pa.ipc.read_schema(pa.py_buffer(schema_bytes)), batches, frames
+    reader.tables[span.at] = found = (tag, schema_bytes, batches, frames)
+    return found
 
 
 def table_schema(reader: Any, span: Span, path: str) -> Any:
     """The Arrow schema of the stored table at ``span`` (its columns), from the header alone."""
     import pyarrow as pa
 
-    _, schema, _, _ = _arrow_meta(reader, span, path)
+    _, schema_bytes, _, _ = _arrow_meta(reader, span, path)
+    schema = pa.ipc.read_schema(pa.py_buffer(schema_bytes))
     struct = schema.field(0).type
     return pa.schema([struct.field(i) for i in range(struct.num_fields)], metadata=schema.metadata)
 
 
 def read_columns(reader: Any, span: Span, path: str, names: Sequence[str]) -> Any:
     """Columns ``names`` of the table at ``span``, reading only their frames."""
-    import pyarrow as pa
-
-    tag, schema, batches, frames = _arrow_meta(reader, span, path)
-    struct = schema.field(0).type
-    have = [struct.field(i).name for i in range(struct.num_fields)]
-    missing = [n for n in names if n not in have]
-    if missing:
+    tag, schema_bytes, batches, frames = _arrow_meta(reader, span, path)
+    # The schema cut down in Rust (pyarrow's parse, rebuild and serialize cost more than the
+    # rest of a small read).
+    strings = [n for n in names if isinstance(n, str)]
+    have, new_schema = _freight.arrow_project(schema_bytes, strings if len(strings) == len(names) else [])
+    if len(strings) != len(names):
+        new_schema = None
+    if new_schema is None:
+        missing = [n for n in names if n not in have]
         raise LazyReadError(f"{path} has no column(s) {missing}; its columns are {have}")
     picked = [have.index(n) for n in names]
-    field = schema.field(0)
-    new_field = pa.field(field.name, pa.struct([struct.field(i) for i in picked]), field.nullable, field.metadata)
-    new_schema = pa.schema([new_field], metadata=schema.metadata)
     mapping: dict[int, int] = {}
     new_batches = []
     for length, offset, validity, buffers, children in batches:
@@ -97,6 +100,6 @@ def read_columns(reader: Any, span: Span, path: str, names: Sequence[str]) -> An
     buf = reader.buffer(wanted)
     keys = reader.options.get("key", reader.freight.options.key)
     verify = reader.options.get("verify", True)
-    raws = [memoryview(_freight.frame_raw(buf, i, keys, verify is not False)) for i in wanted]
-    new_meta = (new_schema.serialize().to_pybytes(), new_batches)
+    raws = [memoryview(raw) for raw in _freight.frames_raw(buf, wanted, keys, verify is not False)]
+    new_meta = (new_schema, new_batches)
     return reader.freight.registry.by_tag(tag).decode(new_meta, raws)

@@ -26,6 +26,15 @@ __all__ = ["LazyValue", "LazyArray"]
 _CONTAINERS = ("dict", "list", "tuple")
 
 
+def _header_length(head: Any, name: str) -> int | None:
+    """The header's length from the payload's first bytes; an error names the file or object
+    (the native message says what is wrong with the bytes, not where they came from)."""
+    try:
+        return _freight.header_length(head)
+    except DeserializationError as exc:
+        raise type(exc)(f"{name}: {exc}") from None
+
+
 class _Reader:
     """What the values opened from one stored payload share: the source, the header, the codec
     and its options, and the memo slots decoded so far."""
@@ -36,8 +45,16 @@ class _Reader:
         self.options = options
         self.run = run or (lambda call, *args, **kwargs: call(*args, **kwargs))
         size = source.size
-        head = bytes(source.read([(0, min(FIRST_READ, size))])[0])
-        length = _freight.header_length(head)
+        if size == 0:
+            raise DeserializationError(
+                f"{source.name} is empty (0 bytes), not a freight payload: too short to hold a header; "
+                "check that it was written completely"
+            )
+        head = source.first(source.probe)
+        length = _header_length(head, source.name)
+        if length is None and len(head) < size:  # too few bytes to tell: as a store's read
+            head = source.first(FIRST_READ)
+            length = _header_length(head, source.name)
         if length is None:
             raise DeserializationError(f"{source.name}: {size} bytes is too short to be a freight payload")
         if length > size:
@@ -46,10 +63,13 @@ class _Reader:
                 f"{source.name}: truncated freight payload: its header takes {length} bytes but the object holds {size}"
             )
         if length > len(head):
-            head = bytes(source.read([(0, length)])[0])
+            head = source.first(length)
+        source.used_header(length)
         keys = options.get("key", freight.options.key)
         self.header = _freight.LazyHeader(head, size, keys)
         self.memo: dict[int, Any] = {}
+        # Stored tables' Arrow metadata by node offset (decoded once per value: columns.py).
+        self.tables: dict[int, tuple[str, bytes, list[Any], list[int]]] = {}
         self.slots: list[tuple[int, int]] | None = None
         self._head_written = False
 

@@ -281,7 +281,7 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     import matplotlib.pyplot as plt
 
     labels = [f"{r['backend']}: {r['case']}" for r in rows]
-    fig, ax = plt.subplots(figsize=(10, 0.7 * len(rows) + 1.8))
+    fig, ax = plt.subplots(figsize=(10, 0.7 * len(rows) + 2.1))
     ys = range(len(rows))
     whole = [r["whole_ns"] / 1e6 for r in rows]
     lazy = [r["lazy_ns"] / 1e6 for r in rows]
@@ -296,8 +296,10 @@ def plot(rows: list[dict[str, Any]], path: str) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("milliseconds (best of the runs; log scale)")
     ax.set_title("Reading part of a stored value against loading all of it", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    # Below the axes, in a row: inside them it covered the last bars (the longest, S3's).
+    handles, names = ax.get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=8, loc="lower center", ncol=2, frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

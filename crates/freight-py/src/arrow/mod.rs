@@ -18,7 +18,7 @@
 mod build;
 mod capsule;
 mod refused;
-mod schema;
+pub(crate) mod schema;
 mod walk;
 
 use pyo3::prelude::*;
