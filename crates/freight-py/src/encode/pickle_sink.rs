@@ -151,7 +151,7 @@ pub fn by_reference_fails(
     obj: &Bound<'_, PyAny>,
 ) -> PyResult<Option<&'static str>> {
     let is_type = unsafe { ffi::PyType_Check(obj.as_ptr()) } != 0;
-    if !is_type && !obj.get_type().is(&function_type(py)) {
+    if !is_type && !obj.get_type().is(function_type(py)) {
         return Ok(None);
     }
     let module = obj.getattr_opt(pyo3::intern!(py, "__module__"))?;
