@@ -3,7 +3,6 @@ and the module-level functions, which use a default :class:`Freight` over the gl
 
 from __future__ import annotations
 
-import datetime
 import os
 import sys
 import warnings
@@ -470,23 +469,16 @@ def verify(data: Buffer | Sequence[Buffer], key: bytes | list[bytes] | None = No
     _verify_payload(data, key)
 
 
-def _warm_up() -> None:
-    """Does at import what the first calls would otherwise do (issue 23: the first calls looked
-    slow), where it is cheap: the walker's table of stdlib types (its lookup of
-    ``zoneinfo.ZoneInfo`` imports zoneinfo: most of a first ``dumps``), the probe of this
-    thread's stack limits that nested values need (glibc reads /proc/self/maps, longer the more
-    libraries are loaded), and freight's numpy module when numpy is already imported (an import
-    its first array would otherwise pay). Other threads probe their own stack on their first
-    nested value.
+def _import_numpy_helper() -> None:
+    """Imports freight's numpy module when numpy is already imported, so that the first array
+    does not pay that import (and the first calls import nothing). Nothing else is done at
+    import (issue 32): the walker looks its stdlib types up once their modules are imported,
+    and finds a thread's stack limits without reading /proc/self/maps.
 
-    Nothing here is needed: ``import freight`` never fails because of it (issue 30). A library
-    that cannot be imported, even one blocked with ``sys.modules["numpy"] = None`` (the usual way
-    to test a missing dependency, which leaves the name in sys.modules), is left to the first
-    call that meets one of its objects."""
-    try:
-        _DEFAULT.loads(_DEFAULT.dumps([[datetime.date(2000, 1, 1)]]))
-    except Exception:  # noqa: BLE001, S110 - a warm-up only: the first call does it again, and says why
-        pass
+    Nothing here is needed: ``import freight`` never fails because of it (issue 30). A numpy
+    that cannot be imported, even one blocked with ``sys.modules["numpy"] = None`` (the usual
+    way to test a missing dependency, which leaves the name in sys.modules), is left to the
+    first call that meets an array."""
     if sys.modules.get("numpy") is not None:  # imported, and not blocked (None)
         try:
             import freight.serializers.numpy  # noqa: F401
@@ -494,4 +486,4 @@ def _warm_up() -> None:
             pass
 
 
-_warm_up()
+_import_numpy_helper()

@@ -180,8 +180,9 @@ def test_in_memory_files_and_the_standard_streams_still_travel():
 
 
 def test_the_first_calls_import_nothing():
-    """What the first dumps/loads used to set up lazily (zoneinfo, through the walker's table of
-    stdlib types; freight's numpy module) is done by ``import freight``."""
+    """The first dumps/loads import nothing: freight's numpy module is imported by ``import
+    freight`` when numpy already is, and the walker looks its stdlib types up in modules already
+    imported (issue 32: zoneinfo is no longer imported for them)."""
     proc = python(
         """
         import datetime, sys

@@ -7,7 +7,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use crate::decode::tree::TreeDecoder;
 use crate::errors::{Decoding, Error, Result};
-use crate::python_types::std_types;
+use crate::python_types::{DATETIME, DECIMAL, PATHS, UUID, ZONEINFO};
 
 impl<'py> TreeDecoder<'_, 'py> {
     /// A DateTime, Date, Time, TimeDelta, Decimal, Uuid or Path node (after its tag).
@@ -21,7 +21,7 @@ impl<'py> TreeDecoder<'_, 'py> {
             Tag::DateTime => {
                 let f = r.datetime()?;
                 let tz = self.tz(r)?;
-                let std = std_types(py)?;
+                let std = DATETIME.imported(py)?;
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("tzinfo", tz)?;
                 kwargs.set_item("fold", f.fold)?;
@@ -43,7 +43,8 @@ impl<'py> TreeDecoder<'_, 'py> {
             }
             Tag::Date => {
                 let f = r.date()?;
-                std_types(py)?
+                DATETIME
+                    .imported(py)?
                     .date
                     .bind(py)
                     .call1((f.year, f.month, f.day))
@@ -55,7 +56,8 @@ impl<'py> TreeDecoder<'_, 'py> {
                 let kwargs = PyDict::new(py);
                 kwargs.set_item("tzinfo", tz)?;
                 kwargs.set_item("fold", f.fold)?;
-                std_types(py)?
+                DATETIME
+                    .imported(py)?
                     .time
                     .bind(py)
                     .call((f.hour, f.minute, f.second, f.microsecond), Some(&kwargs))
@@ -63,7 +65,8 @@ impl<'py> TreeDecoder<'_, 'py> {
             }
             Tag::TimeDelta => {
                 let (days, seconds, micros) = r.timedelta()?;
-                std_types(py)?
+                DATETIME
+                    .imported(py)?
                     .timedelta
                     .bind(py)
                     .call1((days, seconds, micros))
@@ -73,15 +76,15 @@ impl<'py> TreeDecoder<'_, 'py> {
                 let text = r.byte_string("a Decimal")?;
                 let text = std::str::from_utf8(text)
                     .map_err(|_| Error::corrupt("a Decimal is not ASCII"))?;
-                std_types(py)?
-                    .decimal
+                DECIMAL
+                    .imported(py)?
                     .bind(py)
                     .call1((text,))
                     .decoding("a Decimal")?
             }
             Tag::Uuid => {
                 let (bytes, safe) = r.uuid()?;
-                let std = std_types(py)?;
+                let std = UUID.imported(py)?;
                 let safe = std
                     .safe_uuid
                     .bind(py)
@@ -95,7 +98,7 @@ impl<'py> TreeDecoder<'_, 'py> {
             Tag::Path => {
                 let (flavour, text) = r.path()?;
                 let text = self.utf8(text, c"surrogatepass")?;
-                std_types(py)?.paths[flavour as usize]
+                PATHS.imported(py)?[flavour as usize]
                     .bind(py)
                     .call1((text,))
                     .decoding("a path")?
@@ -112,7 +115,7 @@ impl<'py> TreeDecoder<'_, 'py> {
 
     pub(crate) fn tz(&mut self, r: &mut Reader<'_>) -> Result<Option<Bound<'py, PyAny>>> {
         let py = self.py;
-        let std = std_types(py)?;
+        let std = DATETIME.imported(py)?;
         let tag = r.tag()?;
         Ok(match tag {
             Tag::TzNone => None,
@@ -137,11 +140,15 @@ impl<'py> TreeDecoder<'_, 'py> {
                 let (key, no_cache) = r.tz_zoneinfo()?;
                 let key = std::str::from_utf8(key)
                     .map_err(|_| Error::corrupt("a zoneinfo key is not UTF-8"))?;
-                let zoneinfo = std.zoneinfo.as_ref().ok_or_else(|| {
-                    Error::Missing(
-                        "the payload holds a zoneinfo timezone but zoneinfo is unavailable"
-                            .to_owned(),
-                    )
+                let zoneinfo = ZONEINFO.imported(py).map_err(|err| {
+                    if err.is_instance_of::<pyo3::exceptions::PyImportError>(py) {
+                        Error::Missing(
+                            "the payload holds a zoneinfo timezone but zoneinfo is unavailable"
+                                .to_owned(),
+                        )
+                    } else {
+                        err.into()
+                    }
                 })?;
                 let zone = if no_cache {
                     zoneinfo

@@ -16,7 +16,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFrozenSet, PySet};
 use crate::buffer::uninit_bytes;
 use crate::decode::input::DecodeCtx;
 use crate::errors::{Decoding, Error, Result};
-use crate::limits::{MAX_DEPTH, MAX_HASHABLE_DEPTH, RED_ZONE, STACK_SEGMENT};
+use crate::limits::{with_stack, MAX_DEPTH, MAX_HASHABLE_DEPTH};
 
 /// The memo of one decode: slot -> object. Shared by the pickle externals of one payload.
 pub type Memo = Vec<Option<Py<PyAny>>>;
@@ -123,7 +123,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         if self.depth > MAX_DEPTH {
             return Err(freight_core::Error::TooDeep { limit: MAX_DEPTH }.into());
         }
-        let out = stacker::maybe_grow(RED_ZONE, STACK_SEGMENT, || f(self));
+        let out = with_stack(|| f(self));
         self.depth -= 1;
         out
     }

@@ -17,7 +17,7 @@ use crate::encode::dispatch::{is_pickle_atomic_type, DispatchRefs};
 use crate::encode::state::{EncodeState, FrameSource};
 use crate::encode::walker::{MemoState, Walker, FRAME_MIN};
 use crate::errors::Result;
-use crate::python_types::{ndarray_type, std_types};
+use crate::python_types::{function_type, ndarray_type};
 use freight_core::ptrmap::PtrMap;
 use freight_core::TreeWriter;
 
@@ -151,7 +151,7 @@ pub fn by_reference_fails(
     obj: &Bound<'_, PyAny>,
 ) -> PyResult<Option<&'static str>> {
     let is_type = unsafe { ffi::PyType_Check(obj.as_ptr()) } != 0;
-    if !is_type && !obj.get_type().is(&std_types(py)?.function) {
+    if !is_type && !obj.get_type().is(function_type(py)) {
         return Ok(None);
     }
     let module = obj.getattr_opt(pyo3::intern!(py, "__module__"))?;

@@ -8,6 +8,7 @@ use pyo3::types::{PyList, PyString, PyTuple, PyType};
 
 use crate::encode::walker::Walker;
 use crate::errors::{Error, Result};
+use crate::python_types::{DateTimeTypes, DATETIME, DECIMAL, PATHS, UUID, ZONEINFO};
 
 impl<'py> Walker<'_, 'py> {
     /// datetime, date, time, timedelta, Decimal, UUID and pathlib paths, by exact type.
@@ -15,12 +16,13 @@ impl<'py> Walker<'_, 'py> {
         &mut self,
         obj: &Bound<'py, PyAny>,
         ty: &Bound<'py, PyType>,
-        std: &crate::python_types::StdTypes,
         shared: bool,
     ) -> Result<Option<()>> {
         use pyo3::types::{PyDate, PyDateTime, PyDelta, PyTime};
         use pyo3::types::{PyDateAccess, PyDeltaAccess, PyTimeAccess};
         let ptr = obj.as_ptr();
+        // Each slot only once its module is imported: an object of its type cannot exist before.
+        let datetimes = DATETIME.if_imported(self.py);
         let start = self.w.len();
         let slot = self.next_slot;
         macro_rules! memo_or_return {
@@ -30,7 +32,7 @@ impl<'py> Walker<'_, 'py> {
                 }
             };
         }
-        if ty.is(&std.datetime) {
+        if let Some(types) = datetimes.filter(|d| ty.is(&d.datetime)) {
             memo_or_return!();
             let dt = unsafe { obj.cast_unchecked::<PyDateTime>() };
             self.w.datetime(&DateTimeFields {
@@ -44,12 +46,12 @@ impl<'py> Walker<'_, 'py> {
                 fold: dt.get_fold() as u8,
             });
             let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
-            if !self.tz(&tz, std)? {
+            if !self.tz(&tz, types)? {
                 return self
                     .rollback(start, slot, obj, shared, "a datetime with this tzinfo")
                     .map(Some);
             }
-        } else if ty.is(&std.date) {
+        } else if datetimes.is_some_and(|d| ty.is(&d.date)) {
             memo_or_return!();
             let d = unsafe { obj.cast_unchecked::<PyDate>() };
             self.w.date(&DateTimeFields {
@@ -58,7 +60,7 @@ impl<'py> Walker<'_, 'py> {
                 day: d.get_day(),
                 ..Default::default()
             });
-        } else if ty.is(&std.time) {
+        } else if let Some(types) = datetimes.filter(|d| ty.is(&d.time)) {
             memo_or_return!();
             let t = unsafe { obj.cast_unchecked::<PyTime>() };
             self.w.time(&DateTimeFields {
@@ -70,12 +72,12 @@ impl<'py> Walker<'_, 'py> {
                 ..Default::default()
             });
             let tz = obj.getattr(pyo3::intern!(self.py, "tzinfo"))?;
-            if !self.tz(&tz, std)? {
+            if !self.tz(&tz, types)? {
                 return self
                     .rollback(start, slot, obj, shared, "a time with this tzinfo")
                     .map(Some);
             }
-        } else if ty.is(&std.timedelta) {
+        } else if datetimes.is_some_and(|d| ty.is(&d.timedelta)) {
             memo_or_return!();
             let d = unsafe { obj.cast_unchecked::<PyDelta>() };
             self.w.timedelta(
@@ -83,11 +85,11 @@ impl<'py> Walker<'_, 'py> {
                 d.get_seconds() as u32,
                 d.get_microseconds() as u32,
             );
-        } else if ty.is(&std.decimal) {
+        } else if DECIMAL.if_imported(self.py).is_some_and(|d| ty.is(d)) {
             memo_or_return!();
             let text = obj.str()?;
             self.w.byte_string(Tag::Decimal, text.to_str()?.as_bytes());
-        } else if ty.is(&std.uuid) {
+        } else if UUID.if_imported(self.py).is_some_and(|u| ty.is(&u.uuid)) {
             memo_or_return!();
             let bytes = obj.getattr(pyo3::intern!(self.py, "bytes"))?;
             let bytes: [u8; 16] = bytes
@@ -99,7 +101,10 @@ impl<'py> Walker<'_, 'py> {
                 .getattr(pyo3::intern!(self.py, "value"))?;
             let safe: i8 = if safe.is_none() { 1 } else { safe.extract()? };
             self.w.uuid(&bytes, safe);
-        } else if let Some(flavour) = std.paths.iter().position(|p| ty.is(p)) {
+        } else if let Some(flavour) = PATHS
+            .if_imported(self.py)
+            .and_then(|paths| paths.iter().position(|p| ty.is(p)))
+        {
             memo_or_return!();
             let text = obj.str()?;
             let encoded = text.call_method1("encode", ("utf-8", "surrogatepass"))?;
@@ -111,7 +116,7 @@ impl<'py> Walker<'_, 'py> {
     }
 
     /// Writes a tz node; false when the tzinfo has no native encoding (pytz, dateutil, ...).
-    fn tz(&mut self, tz: &Bound<'py, PyAny>, std: &crate::python_types::StdTypes) -> Result<bool> {
+    fn tz(&mut self, tz: &Bound<'py, PyAny>, std: &DateTimeTypes) -> Result<bool> {
         if tz.is_none() {
             self.w.tz_none();
             return Ok(true);
@@ -141,7 +146,7 @@ impl<'py> Walker<'_, 'py> {
             }
             return Ok(true);
         }
-        if let Some(zoneinfo) = &std.zoneinfo {
+        if let Some(zoneinfo) = ZONEINFO.if_imported(self.py) {
             if ty.is(zoneinfo) {
                 // __reduce__ gives (ZoneInfo._unpickle, (key, from_cache)), as pickle stores it.
                 let reduced = tz.call_method0(pyo3::intern!(self.py, "__reduce__"))?;

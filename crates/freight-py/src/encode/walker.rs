@@ -15,8 +15,8 @@ use pyo3::prelude::*;
 use crate::encode::dispatch::{Dispatch, DispatchRefs};
 use crate::encode::state::EncodeState;
 use crate::errors::{Error, Result};
-use crate::limits::{MAX_DEPTH, MAX_HASHABLE_DEPTH, RED_ZONE, STACK_SEGMENT};
-use crate::python_types::{ndarray_type, std_types};
+use crate::limits::{with_stack, MAX_DEPTH, MAX_HASHABLE_DEPTH};
+use crate::python_types::ndarray_type;
 use freight_core::ptrmap::SmallPtrMap;
 
 /// bytes, bytearray and str at least this large become frames (zero copy in dumps_frames).
@@ -277,7 +277,7 @@ impl<'a, 'py> Walker<'a, 'py> {
                 "the object nests deeper than {MAX_DEPTH} levels; flatten it before serializing"
             )));
         }
-        let out = stacker::maybe_grow(RED_ZONE, STACK_SEGMENT, || f(self));
+        let out = with_stack(|| f(self));
         self.depth -= 1;
         out
     }
@@ -439,8 +439,7 @@ impl<'a, 'py> Walker<'a, 'py> {
                 return Ok(());
             }
         }
-        let std = std_types(py)?;
-        if let Some(()) = self.stdlib(obj, &ty, std, shared)? {
+        if let Some(()) = self.stdlib(obj, &ty, shared)? {
             return Ok(());
         }
         if let Some(ndarray) = ndarray_type(py) {
