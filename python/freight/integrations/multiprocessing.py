@@ -286,6 +286,14 @@ def _dumps(obj: Any, protocol: int | None = None) -> Any:
 # -- install ------------------------------------------------------------------------------------------
 
 
+def check_threshold(threshold: Any) -> None:
+    """The ``threshold=`` of the process integrations' ``install``: None or a positive int."""
+    if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool)):
+        raise OptionError(f"threshold= takes a positive number of bytes (an int) or None; got {threshold!r}")
+    if threshold is not None and threshold < 1:
+        raise InstallError(f"threshold must be a positive number of bytes, not {threshold!r}")
+
+
 @checks_options("freight.integrations.multiprocessing.install")
 def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted: Iterable[str] = ()) -> None:
     """Routes what multiprocessing pickles through freight in this process and, from now on, in
@@ -302,10 +310,7 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
         trusted: modules (and their submodules) whose functions and classes may be named in
             messages when ``allow_pickle=False`` (your task functions' modules).
     """
-    if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool)):
-        raise OptionError(f"threshold= takes a positive number of bytes (an int) or None; got {threshold!r}")
-    if threshold is not None and threshold < 1:
-        raise InstallError(f"threshold must be a positive number of bytes, not {threshold!r}")
+    check_threshold(threshold)
     allow_pickle = flag("allow_pickle", allow_pickle, True)  # "false" must not allow pickle
     trusted = tuple(trusted)
     if any(not isinstance(m, str) or not m for m in trusted):
