@@ -96,20 +96,18 @@ def available() -> bool:
 #: Unregistrations held back (:func:`defer_unregistering`) to ride with this process's next
 #: message to the resource tracker: each message wakes the tracker, and on a busy machine a
 #: wake-up costs the writer the rest of its time slice (measured at 1-5 ms a message under load,
-#: four messages per value sent to a worker and back). At most ``_DEFER_MAX`` lines are held, so
-#: that one write stays under PIPE_BUF (4096 bytes: atomic, never interleaved with another
-#: process's messages).
+#: four messages per value sent to a worker and back). At most ``_DEFER_MAX`` lines are held: one
+#: write stays under PIPE_BUF (atomic, never interleaved with another process's messages).
 _DEFERRED: list[str] = []
 _DEFER_MAX = 32
 _DEFERRING = threading.local()
 
 
 def defer_unregistering(on: bool) -> None:
-    """While on (in this thread), segments this thread receives are unregistered from the resource
-    tracker with its next message instead of at once; :func:`flush_tracker` sends what is held.
-    Only for a caller that flushes before it replies or goes idle (the multiprocessing integration
-    flushes after every message it sends): a segment held back is already unlinked, and an entry
-    left with the tracker when the program ends is reported by it as a leak that is not one."""
+    """While on, segments this thread receives are unregistered with the process's next tracker
+    message, not at once. Only for a caller that calls :func:`flush_tracker` before it replies
+    (the multiprocessing integration does after every message it sends): an entry left with the
+    tracker at the program's end is reported by it as a leak."""
     _DEFERRING.on = on
 
 
