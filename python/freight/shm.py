@@ -93,25 +93,66 @@ def available() -> bool:
     return _AVAILABLE
 
 
-def _tracker(action: str, name: str) -> None:
+#: Unregistrations held back (:func:`defer_unregistering`) to ride with this process's next
+#: message to the resource tracker: each message wakes the tracker, and on a busy machine a
+#: wake-up costs the writer the rest of its time slice (measured at 1-5 ms a message under load,
+#: four messages per value sent to a worker and back). At most ``_DEFER_MAX`` lines are held: one
+#: write stays under PIPE_BUF (atomic, never interleaved with another process's messages).
+_DEFERRED: list[str] = []
+_DEFER_MAX = 32
+_DEFERRING = threading.local()
+
+
+def defer_unregistering(on: bool) -> None:
+    """While on, segments this thread receives are unregistered with the process's next tracker
+    message, not at once. Only for a caller that calls :func:`flush_tracker` before it replies
+    (the multiprocessing integration does after every message it sends): an entry left with the
+    tracker at the program's end is reported by it as a leak."""
+    _DEFERRING.on = on
+
+
+def flush_tracker() -> None:
+    """Sends the held-back unregistrations to the resource tracker, in one message."""
+    if _DEFERRED:
+        _tracker_send("")
+
+
+def _tracker(action: str, name: str, defer: bool = False) -> None:
     """Registers (or unregisters) ``name`` with multiprocessing's resource tracker, which unlinks
     whatever is still registered when the last process sharing the tracker exits."""
+    line = f"{action.upper()}:/{name}:shared_memory\n"
+    if defer:
+        _exit_hook()  # what is still held when the process exits is sent then (_settle_at_exit)
+        with _LOCK:
+            _DEFERRED.append(line)
+            if len(_DEFERRED) < _DEFER_MAX:
+                return
+        line = ""
+    _tracker_send(line)
+
+
+def _tracker_send(line: str) -> None:
     from multiprocessing import resource_tracker
 
+    with _LOCK:
+        held = "".join(_DEFERRED)
+        _DEFERRED.clear()
     # The public register() probes the tracker with a write before each message: two writes and
     # two wake-ups of the tracker per call, for every segment. Once the tracker runs, one write of
-    # the same message does (a dead tracker fails the write: then the public call restarts it).
+    # the same messages does (a dead tracker fails the write: then the public calls restart it).
     fd = getattr(resource_tracker._resource_tracker, "_fd", None)
     if fd is not None:
         try:
-            os.write(fd, f"{action.upper()}:/{name}:shared_memory\n".encode("ascii"))
+            os.write(fd, (held + line).encode("ascii"))
             return
         except OSError:
             pass
-    try:
-        getattr(resource_tracker, action)("/" + name, "shared_memory")
-    except Exception:  # noqa: BLE001 - a tracker that cannot start must not fail the send
-        pass
+    for message in (held + line).splitlines():
+        action, name, _ = message.split(":")
+        try:
+            getattr(resource_tracker, action.lower())(name, "shared_memory")
+        except Exception:  # noqa: BLE001 - a tracker that cannot start must not fail the send
+            pass
 
 
 def tracker_ready() -> None:
@@ -169,16 +210,18 @@ def write(name: str, frames: Sequence[Any]) -> bool:
     return True
 
 
-def discard(name: str) -> None:
+def discard(name: str, *, received: bool = False) -> None:
     """Unlinks the segment ``name`` and forgets it in the resource tracker; nothing when it is not
-    there (the tracker prints a traceback for a name it was never given: a put that found no room)."""
+    there (the tracker prints a traceback for a name it was never given: a put that found no room).
+    ``received``: a segment this thread is receiving, whose unregistration may be held back
+    (:func:`defer_unregistering`)."""
     try:
         os.unlink(os.path.join(DIRECTORY, name))
     except FileNotFoundError:
         return
     except OSError:
         pass
-    _tracker("unregister", name)
+    _tracker("unregister", name, defer=received and getattr(_DEFERRING, "on", False))
 
 
 def attach(name: str, *, unlink: bool = True) -> memoryview:
@@ -203,7 +246,7 @@ def attach(name: str, *, unlink: bool = True) -> memoryview:
     # Unlinked before anything else can fail: from here the segment is freed with its last
     # mapping, whatever happens to this process.
     if unlink:
-        discard(name)
+        discard(name, received=True)
     return _map(fd)
 
 
@@ -296,6 +339,7 @@ def _after_fork_in_child() -> None:
     global _LOCK
     _LOCK = threading.RLock()  # another thread of the parent may have held it
     _LENT.clear()
+    _DEFERRED.clear()  # the parent's to send
     _EXIT_HOOK.clear()
     for sock in (*_ACKS[:1], *_ACK_SENDER):
         sock.close()  # the parent's: its acknowledgements are not this process's
@@ -510,6 +554,7 @@ def _settle_at_exit() -> None:
     like a segment. Written under a temporary name (registered too) and renamed when complete: the
     receiver never sees a partial copy."""
     _settle_acknowledged()
+    flush_tracker()
     with _LOCK:
         pending = list(_LENT.items())
         _LENT.clear()

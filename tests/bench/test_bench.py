@@ -353,3 +353,4 @@ def test_engines_targets_follow_the_engines_issue() -> None:
     assert target("tiny tasks", "mpi4py") == 0.95
     assert target("64 MiB arrays", "celery") == 1.5
     assert target("64 MiB arrays", "joblib") == 10.0
+    assert target("100k-row DataFrames", "multiprocessing") == 5.0  # issue 31

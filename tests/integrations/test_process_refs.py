@@ -222,3 +222,44 @@ def test_joblib_reports_a_reference_gone_instead_of_hanging():
     with pytest.raises(joblib.externals.loky.process_executor.BrokenProcessPool) as info:
         joblib.Parallel(n_jobs=2)([joblib.delayed(gone)(0)])
     assert "RefGoneError" in "".join(str(e) for e in (info.value, info.value.__cause__))
+
+
+def test_received_segments_are_unregistered_by_the_next_message():
+    """The tracker hears of a received segment with this process's next message (one wake-up
+    instead of two): ForkingPickler.dumps sends what loads held back, whatever it pickles."""
+    received = ForkingPickler.loads(ForkingPickler.dumps(BIG))
+    assert np.array_equal(received, BIG)
+    assert len(shm._DEFERRED) == 1 and shm._DEFERRED[0].startswith("UNREGISTER:/frt-")
+    ForkingPickler.dumps(1)
+    assert shm._DEFERRED == []
+
+
+POOL_PROGRAM = """
+import numpy as np, multiprocessing as mp
+import freight.integrations.multiprocessing as fmp
+
+
+def total(a):
+    return float(a.sum())
+
+
+if __name__ == "__main__":
+    fmp.install()
+    with mp.get_context("forkserver").Pool(2) as pool:   # terminate() on exit: workers get SIGTERM
+        print(pool.map(total, [np.ones(1 << 17)] * 6, chunksize=1))
+"""
+
+
+def test_pool_terminated_after_its_results_leaves_the_tracker_nothing(tmp_path):
+    """A worker's held-back unregistrations are sent before its result: a pool terminated as soon as
+    it has the results (``with Pool(...)``) leaves no gone segment registered, which the tracker
+    would report as leaked when the program ends."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "prog.py"
+    script.write_text(POOL_PROGRAM)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == str([float(1 << 17)] * 6)
+    assert "leaked" not in out.stderr and "resource_tracker" not in out.stderr, out.stderr[-3000:]

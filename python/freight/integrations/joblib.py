@@ -38,7 +38,7 @@ import threading
 from typing import Any
 
 from freight import shm
-from freight.exceptions import OptionError, checks_options
+from freight.exceptions import checks_options
 from freight.integrations import _shared_frames, require
 from freight.integrations import multiprocessing as _fmp
 
@@ -117,11 +117,8 @@ def install(*, threshold: int | None = None) -> None:
     from joblib.externals.loky.backend import process as loky_process
     from joblib.externals.loky.backend import reduction
 
+    _fmp.check_threshold(threshold)
     if threshold is not None:
-        if not isinstance(threshold, int) or isinstance(threshold, bool):
-            raise OptionError(f"threshold= takes a positive number of bytes (an int) or None; got {threshold!r}")
-        if threshold < 1:
-            raise _fmp.InstallError(f"threshold must be a positive number of bytes, not {threshold!r}")
         _shared_frames.set_options(threshold=threshold)
     with _LOCK:
         for cls in (loky_process.LokyProcess, loky_process.LokyInitMainProcess):

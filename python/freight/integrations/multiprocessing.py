@@ -41,7 +41,10 @@ __all__ = ["install", "uninstall", "installed", "reduce", "TYPES", "InstallError
 TYPES = ("numpy", "pandas", "polars", "pyarrow", "torch")
 
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {"installed": False, "previous_override": None, "previous_loads": None, "loads": None}
+_STATE: dict[str, Any] = {
+    "installed": False, "previous_override": None, "previous_loads": None, "previous_dumps": None, "loads": None,
+    "dumps": None,
+}  # fmt: skip
 _KINDS: dict[type, Any] = {}  # exact type -> how its frames are shared (None: not ours)
 
 
@@ -247,10 +250,12 @@ def _loads(data: Any, /, **kwargs: Any) -> Any:
     before = getattr(_shared_frames.CATCHING, "failed", None)
     failed: list[Exception] = []
     _shared_frames.CATCHING.failed = failed
+    shm.defer_unregistering(True)  # sent with the next message to the tracker, at the latest by _dumps
     try:
         obj = _STATE["loads"](data, **kwargs)
     finally:
         _shared_frames.CATCHING.failed = before
+        shm.defer_unregistering(False)
     if not failed:
         return obj
     from multiprocessing import current_process, pool
@@ -267,7 +272,26 @@ def _raise(exc: Exception) -> Any:
     raise exc
 
 
+def _dumps(obj: Any, protocol: int | None = None) -> Any:
+    """ForkingPickler's ``dumps`` while installed: after pickling, the tracker gets what
+    :func:`_loads` held back (in the same message as this one's segments when it has any). A
+    worker so tells the tracker about the task's segment before its result leaves: a pool
+    terminated once it has the results leaves nothing registered that is gone."""
+    try:
+        return _STATE["dumps"](obj, protocol)
+    finally:
+        shm.flush_tracker()
+
+
 # -- install ------------------------------------------------------------------------------------------
+
+
+def check_threshold(threshold: Any) -> None:
+    """The ``threshold=`` of the process integrations' ``install``: None or a positive int."""
+    if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool)):
+        raise OptionError(f"threshold= takes a positive number of bytes (an int) or None; got {threshold!r}")
+    if threshold is not None and threshold < 1:
+        raise InstallError(f"threshold must be a positive number of bytes, not {threshold!r}")
 
 
 @checks_options("freight.integrations.multiprocessing.install")
@@ -286,10 +310,7 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
         trusted: modules (and their submodules) whose functions and classes may be named in
             messages when ``allow_pickle=False`` (your task functions' modules).
     """
-    if threshold is not None and (not isinstance(threshold, int) or isinstance(threshold, bool)):
-        raise OptionError(f"threshold= takes a positive number of bytes (an int) or None; got {threshold!r}")
-    if threshold is not None and threshold < 1:
-        raise InstallError(f"threshold must be a positive number of bytes, not {threshold!r}")
+    check_threshold(threshold)
     allow_pickle = flag("allow_pickle", allow_pickle, True)  # "false" must not allow pickle
     trusted = tuple(trusted)
     if any(not isinstance(m, str) or not m for m in trusted):
@@ -303,7 +324,10 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
             current = ForkingPickler.__dict__.get("reducer_override")
             _STATE["previous_override"] = None if current is None else current.__get__(None, ForkingPickler)
             _STATE["previous_loads"] = ForkingPickler.__dict__.get("loads")
+            _STATE["previous_dumps"] = ForkingPickler.__dict__.get("dumps")
+            _STATE["dumps"] = ForkingPickler.dumps  # bound: a classmethod
             ForkingPickler.reducer_override = staticmethod(reduce)  # type: ignore[attr-defined]
+            ForkingPickler.dumps = staticmethod(_dumps)  # type: ignore[method-assign,assignment]
             _STATE["installed"] = True
         _STATE["loads"] = _restricted_loads if not allow_pickle else _STATE["previous_loads"]
         ForkingPickler.loads = staticmethod(_loads)  # type: ignore[method-assign]
@@ -327,6 +351,8 @@ def uninstall() -> None:
         else:
             ForkingPickler.reducer_override = staticmethod(previous)  # type: ignore[attr-defined]
         ForkingPickler.loads = _STATE["previous_loads"]  # type: ignore[method-assign]
+        ForkingPickler.dumps = _STATE["previous_dumps"]  # type: ignore[method-assign]
+        shm.flush_tracker()
         _shared_frames.set_options(allow_pickle=True, trusted=(), threshold=carrier.threshold(integration="processes"))
         _STATE["installed"] = False
 

@@ -39,7 +39,7 @@ TINY = ("tiny tasks", "tiny values")
 
 
 #: Engines whose integration moves large values through shared memory (the multiprocessing issue):
-#: their arrays and DataFrames must go ≥ 10× faster, not 1.5×.
+#: their arrays must go ≥ 10× faster and their DataFrames ≥ 5× (issue 31), not 1.5×.
 SHARED_MEMORY = ("multiprocessing", "concurrent.futures", "joblib")
 LARGE = ("64 MiB arrays", "100k-row DataFrames", "1 GiB array")
 
@@ -54,7 +54,9 @@ def target(workload: str, engine: str = "") -> float:
     if workload.startswith(TINY):
         return 0.95
     if engine in SHARED_MEMORY and workload.startswith(LARGE):
-        return 10.0
+        # issue 31: a 100k-row DataFrame is 4 MiB, where the pool's own fixed costs weigh as much
+        # as pickle's copies: ≥ 5× there, ≥ 10× for arrays
+        return 5.0 if workload == "100k-row DataFrames" else 10.0
     return 1.5
 
 

@@ -118,19 +118,23 @@ def check(workload: str, values: list[Any], results: list[Any]) -> None:
 
 
 def measure_workloads(
-    engine: str, serializer: str, quick: bool, batch: Any, workers: Any = None
+    engine: str, serializer: str, quick: bool, batch: Any, workers: Any = None, only: Any = None
 ) -> list[dict[str, Any]]:
     """Times ``batch(workload, values)`` (which runs the tasks and returns their results) once per
     workload, after a warm-up batch of two, checks the results and returns the rows. ``workers``
     (a callable giving the worker pids) adds ``peak_bytes``: how far the parent's and the workers'
-    resident memory rose during the batch and the check (:mod:`freight.bench.engines._peak`)."""
+    resident memory rose during the batch and the check (:mod:`freight.bench.engines._peak`).
+    ``only=(workload, values)``: that workload alone, on values made by the caller (an engine that
+    alternates serializers batch by batch sends both the same values)."""
     import time
 
     from freight.bench.engines import _peak
 
     rows = []
-    for workload, n_full, n_quick in WORKLOADS:
-        values = inputs(workload, n_quick if quick else n_full)
+    todo = [only] if only is not None else [(w, None) for w, _, _ in WORKLOADS]
+    counts = {w: n_quick if quick else n_full for w, n_full, n_quick in WORKLOADS}
+    for workload, given in todo:
+        values = given if given is not None else inputs(workload, counts[workload])
         batch(workload, values[:2])  # warm up: imports, connections
         base = _peak.reset(_peak.with_parent(workers())) if workers is not None else None
         t0 = time.perf_counter()
