@@ -121,7 +121,7 @@ def test_a_type_error_raised_inside_a_serializer_is_not_an_option_error(tmp_path
     [
         (lambda: freight.loads(freight.dumps(1), zero_cpy=True), "freight.loads", "zero_cpy", "zero_copy"),
         (lambda: freight.dumps(1, chksum=True), "freight.dumps", "chksum", "checksum"),
-        (lambda: freight.loads_frames(freight.dumps_frames(1), alow_pickle=False), "freight.loads_frames", "alow_pickle",
+        (lambda: freight.loads_frames(freight.dumps_frames(1), alow_pickle=0), "freight.loads_frames", "alow_pickle",
          "allow_pickle"),
         (lambda: freight.dumps_frames(1, compresion="lz4"), "freight.dumps_frames", "compresion", "compression"),
         (lambda: freight.Freight().loads(freight.dumps(1), zero_cpy=True), "Freight.loads", "zero_cpy", "zero_copy"),
