@@ -147,6 +147,14 @@ def test_a_codec_option_the_method_does_not_take_is_an_option_error():
         freight.dumps(1, 2)
 
 
+def test_a_codec_option_passed_as_none_takes_the_codecs_setting():
+    f = freight.Freight(compression="lz4", zero_copy=True)
+    value = bytearray(1 << 20)
+    assert freight.inspect(f.dumps(value, compression=None, checksum=None, key=None))["frames"][0]["codec"] == "lz4"
+    data = f.dumps(1)
+    assert f.loads(data, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, copy=None) == 1
+
+
 def test_a_codec_option_passed_by_a_name_built_at_run_time_is_taken():
     """Names written in source are interned (compared by pointer); one built at run time is
     compared by value."""

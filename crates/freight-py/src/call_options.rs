@@ -116,8 +116,8 @@ impl Signature {
     }
 }
 
-/// A call's keyword options: each the object passed, or None when left out. The objects are
-/// the caller's (borrowed for the call's duration).
+/// A call's keyword options: each the object passed, or None when left out or passed as None.
+/// The objects are the caller's (borrowed for the call's duration).
 pub struct CallOptions<'a, 'py> {
     values: [Option<Borrowed<'a, 'py, PyAny>>; COUNT],
     given: u16,
@@ -206,8 +206,12 @@ pub unsafe fn parse<'a, 'py>(
             Some(opt) if signature.options.contains(&opt) => {
                 // SAFETY: the keywords' values follow the positional arguments, one per name.
                 let value = unsafe { Borrowed::from_ptr(py, *args.add(wanted + i)) };
-                options.values[opt as usize] = Some(value);
-                options.given |= opt.bit();
+                // `key=None` is the option left out (the codec's setting), as the signature's
+                // `=None` says.
+                if !value.is_none() {
+                    options.values[opt as usize] = Some(value);
+                    options.given |= opt.bit();
+                }
             }
             _ => return Err(unexpected(py, signature, slf, name)),
         }
