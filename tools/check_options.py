@@ -1,8 +1,10 @@
 """Checks every place that names the codec's options against their one declaration,
 ``freight._options.OPTIONS`` (``make lint``; tests/core/test_option_table.py).
 
-The places: the extension's signatures (``Codec.__new__`` takes every per-instance option; the
-dumps calls and the loads calls take theirs), ``FreightOptions`` (its fields, and its defaults
+The places: the extension's signatures (``Codec.__new__`` takes every per-instance option, in its
+``#[pyo3(signature)]``; the dumps calls and the loads calls take theirs, from the table of
+crates/freight-py/src/call_options.rs, which writes their ``__text_signature__`` and parses their
+calls), ``FreightOptions`` (its fields, and its defaults
 against the table's), ``Freight``'s own signature and defaults, the stubs of those methods
 (python/freight/_freight.pyi) and the options table of docs/guide/options.md (its names and
 which calls take each). An option declared in one place and not another fails with a line that
@@ -85,11 +87,12 @@ def problems(options: Sequence[Any] | None = None, stubs: str | None = None, doc
     for method in METHODS:
         owner = Codec if method == "__new__" else getattr(Codec, method)  # #[new]'s is the class's
         signature = owner.__text_signature__ or "()"
-        compare(
-            f"crates/freight-py/src/codec.rs Codec.{method} (its #[pyo3(signature)])",
-            _keywords(signature),
-            wanted[method],
+        where = (
+            "crates/freight-py/src/codec.rs Codec.__new__ (its #[pyo3(signature)])"
+            if method == "__new__"
+            else f"crates/freight-py/src/call_options.rs Codec.{method} (the options its table gives it)"
         )
+        compare(where, _keywords(signature), wanted[method])
     stub = _stub_keywords(stubs)
     for method in METHODS:
         compare(f"python/freight/_freight.pyi Codec.{method}", stub.get(method, []), wanted[method])

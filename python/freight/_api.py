@@ -41,18 +41,16 @@ def _codec_options(method: str) -> list[str]:
 
 
 def codec_option_error(exc: TypeError, public: str, method: str, extra: Iterable[str] = ()) -> OptionError | None:
-    """The :class:`OptionError` for a TypeError the codec raised about an unexpected keyword
-    argument (its text names the internal ``Codec.<method>``), or None for any other TypeError.
-    ``extra``: the options the caller (``public``) takes itself."""
-    message = str(exc)
-    marker = "() got an unexpected keyword argument '"
-    # The codec names itself as the public function (an OptionError) or, from older builds, as
-    # Codec.<method> (Python's TypeError).
-    for prefix in (f"freight.{method}{marker}", f"Codec.{method}{marker}"):
-        if message.startswith(prefix):
-            name = message[len(prefix) :].split("'", 1)[0]
-            return OptionError.unexpected(public, name, [*_codec_options(method), *extra])
-    return None
+    """The :class:`OptionError` naming ``public`` (``freight.load``, ``Store.load``) for the one
+    the codec raised about an option its ``method`` does not take (naming ``freight.loads`` or
+    ``Freight.loads``), or None for any other TypeError. ``extra``: the options the caller
+    (``public``) takes itself."""
+    import re  # only on this error path
+
+    match = re.match(rf"[\w.]*\b{method}\(\) got an unexpected keyword argument '([^']*)'", str(exc))
+    if not isinstance(exc, OptionError) or match is None:
+        return None
+    return OptionError.unexpected(public, match.group(1), [*_codec_options(method), *extra])
 
 
 __all__ = [

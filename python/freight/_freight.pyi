@@ -176,7 +176,8 @@ class Codec:
         Raises:
             SerializationError: nothing (native encoder, registry, pickle, cloudpickle) can encode
                 it; the message names the entry that failed.
-            OptionError: an option value of the wrong kind."""
+            OptionError: an option value of the wrong kind, or an option it does not take (the
+                message names the closest one)."""
     def dumps_frames(
         self, obj: Any, /, *, checksum: bool | None = None, compression: _Compression = None, key: _Key = None
     ) -> list[memoryview | bytes]:
@@ -227,7 +228,8 @@ class Codec:
             DeserializationError: truncated, corrupt or not a freight payload (or a subclass:
                 IntegrityError, UnsafePayloadError, UnknownTagError, FormatVersionError,
                 MissingDependencyError).
-            OptionError: an option value of the wrong kind."""
+            OptionError: an option value of the wrong kind, or an option it does not take (the
+                message names the closest one)."""
     def loads_frames(
         self,
         frames: Sequence[Buffer],

@@ -116,19 +116,52 @@ def test_a_type_error_raised_inside_a_serializer_is_not_an_option_error(tmp_path
     assert not isinstance(info.value, freight.OptionError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="freight.loads/dumps/loads_frames/dumps_frames are the Rust methods themselves (no Python frame); "
-    "catching a misspelled option there needs **kwargs in their PyO3 signatures, which measured +340 "
-    "instructions on every tiny call (loads 1,610-1,820 -> 1,950-2,160, callgrind, 3 hash seeds; issue 32), "
-    "so PyO3's TypeError stays until PyO3 can report unexpected keywords without collecting them",
-)
-def test_a_misspelled_option_of_the_codec_functions_names_the_public_name():
-    with pytest.raises(
-        freight.OptionError,
-        match=r"loads\(\) got an unexpected keyword argument 'zero_cpy'; did you mean 'zero_copy'\?",
-    ):
-        freight.loads(freight.dumps(1), zero_cpy=True)
+@pytest.mark.parametrize(
+    ("call", "public", "given", "meant"),
+    [
+        (lambda: freight.loads(freight.dumps(1), zero_cpy=True), "freight.loads", "zero_cpy", "zero_copy"),
+        (lambda: freight.dumps(1, chksum=True), "freight.dumps", "chksum", "checksum"),
+        (lambda: freight.loads_frames(freight.dumps_frames(1), alow_pickle=0), "freight.loads_frames", "alow_pickle",
+         "allow_pickle"),
+        (lambda: freight.dumps_frames(1, compresion="lz4"), "freight.dumps_frames", "compresion", "compression"),
+        (lambda: freight.Freight().loads(freight.dumps(1), zero_cpy=True), "Freight.loads", "zero_cpy", "zero_copy"),
+        (lambda: freight.Freight().dumps(1, **{"check" + "sum": True, "kee": b"k"}), "Freight.dumps", "kee", "key"),
+    ],
+)  # fmt: skip
+def test_a_misspelled_option_of_the_codec_functions_names_the_public_name(call, public, given, meant):
+    """The codec's methods are the Rust ones (no Python frame): their one parsing step
+    (crates/freight-py/src/call_options.rs) raises the OptionError itself."""
+    with pytest.raises(freight.OptionError) as info:
+        call()
+    assert str(info.value) == f"{public}() got an unexpected keyword argument {given!r}; did you mean {meant!r}?"
+
+
+def test_a_codec_option_the_method_does_not_take_is_an_option_error():
+    with pytest.raises(freight.OptionError, match=r"freight.dumps\(\) got an unexpected keyword argument 'zero_copy'"):
+        freight.dumps(1, zero_copy=True)
+    with pytest.raises(freight.OptionError, match=r"loads\(\) .* 'colour'; its options are allow_pickle, allowed_tags"):
+        freight.loads(freight.dumps(1), colour="red")
+    with pytest.raises(TypeError, match=r"loads\(\) missing 1 required positional argument: 'data'"):
+        freight.loads()
+    with pytest.raises(TypeError, match=r"dumps\(\) takes 1 positional argument but 2 were given"):
+        freight.dumps(1, 2)
+
+
+def test_a_codec_option_passed_as_none_takes_the_codecs_setting():
+    f = freight.Freight(compression="lz4", zero_copy=True)
+    value = bytearray(1 << 20)
+    assert freight.inspect(f.dumps(value, compression=None, checksum=None, key=None))["frames"][0]["codec"] == "lz4"
+    data = f.dumps(1)
+    assert f.loads(data, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, copy=None) == 1
+
+
+def test_a_codec_option_passed_by_a_name_built_at_run_time_is_taken():
+    """Names written in source are interned (compared by pointer); one built at run time is
+    compared by value."""
+    name = "".join(["zero", "_copy"])
+    assert freight.loads(freight.dumps(1), **{name: False}) == 1
+    with pytest.raises(freight.OptionError, match="zero_copy= takes True or False"):
+        freight.loads(freight.dumps(1), **{name: "no"})
 
 
 # --------------------------------------------------------------------------------------------

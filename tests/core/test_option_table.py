@@ -25,7 +25,8 @@ def test_every_place_agrees_with_the_declaration():
 def test_an_option_declared_but_missing_elsewhere_is_reported_in_each_place():
     found = check_options.problems(options=(*OPTIONS, Option("colour", "dumps", None)))
     places = {line.split(":")[0] for line in found if "'colour'" in line}
-    assert any(p.startswith("crates/freight-py/src/codec.rs Codec.dumps ") for p in places), found
+    assert any(p.startswith("crates/freight-py/src/call_options.rs Codec.dumps ") for p in places), found
+    assert any(p.startswith("crates/freight-py/src/codec.rs Codec.__new__ ") for p in places), found
     assert "python/freight/_freight.pyi Codec.dumps" in places, found
     assert "freight.FreightOptions" in places, found
     assert "freight.Freight's signature" in places, found

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use crate::buffer::{frame_memoryview, maybe_detach, uninit_bytes, FrameBuffer, RawBuffer};
+use crate::call_options::{CallOptions, Opt};
 use crate::decode::input::{export_frame_list, export_input};
 use crate::decode::tree::{Memo, TreeDecoder};
 use crate::decode::{decode, decode_builtins, DecodeCtx, DecodeOptions};
@@ -19,8 +20,9 @@ use crate::options::{self, Compression};
 use crate::payload_parts::PayloadParts;
 
 /// The configured encoder and decoder: `freight.Freight` is its Python subclass, so that
-/// `Freight.dumps` & co. are these methods themselves (no Python frame on the call path) and
-/// `help()` shows their own signatures and docstrings.
+/// `Freight.dumps` & co. are this class's methods themselves (no Python frame on the call path)
+/// and `help()` shows their own signatures and docstrings. The methods are defined in
+/// codec_methods.rs, which parses their options in one step (call_options.rs).
 #[pyclass(module = "freight._freight", frozen, subclass)]
 pub struct Codec {
     /// The registry's views (types, predicates, libraries to load), read without calls.
@@ -70,24 +72,14 @@ fn seal_frames(py: Python<'_>, writer: &mut EnvelopeWriter<'_>, frames: &[&[u8]]
 }
 
 impl Codec {
-    /// A call's decode options over the codec's defaults (one argument per keyword of `loads`).
-    #[allow(clippy::too_many_arguments)]
-    fn decode_options(
-        &self,
-        allow_pickle: Option<&Bound<'_, PyAny>>,
-        zero_copy: Option<&Bound<'_, PyAny>>,
-        verify: Option<&Bound<'_, PyAny>>,
-        key: Option<&Bound<'_, PyAny>>,
-        max_size: Option<&Bound<'_, PyAny>>,
-        allowed_tags: Option<&Bound<'_, PyAny>>,
-        strict_versions: Option<&Bound<'_, PyAny>>,
-        copy: Option<&Bound<'_, PyAny>>,
-    ) -> Result<DecodeOptions> {
-        let allow_pickle = options::flag("allow_pickle", allow_pickle)?;
-        let verify = options::flag("verify", verify)?;
-        let strict_versions = options::flag("strict_versions", strict_versions)?;
-        let zero_copy = options::flag("zero_copy", zero_copy)?.unwrap_or(self.zero_copy);
-        let copy = options::flag("copy", copy)?.unwrap_or(false);
+    /// A call's decode options over the codec's defaults.
+    fn decode_options(&self, call: &CallOptions<'_, '_>) -> Result<DecodeOptions> {
+        let allow_pickle = options::flag("allow_pickle", call.get(Opt::AllowPickle))?;
+        let verify = options::flag("verify", call.get(Opt::Verify))?;
+        let strict_versions = options::flag("strict_versions", call.get(Opt::StrictVersions))?;
+        let zero_copy =
+            options::flag("zero_copy", call.get(Opt::ZeroCopy))?.unwrap_or(self.zero_copy);
+        let copy = options::flag("copy", call.get(Opt::Copy))?.unwrap_or(false);
         if copy && zero_copy {
             return Err(Error::option(
                 "copy=True and zero_copy=True contradict each other: copy=True copies every array \
@@ -102,12 +94,12 @@ impl Codec {
             verify: verify
                 .or(self.verify)
                 .unwrap_or(freight_core::payload::VERIFY_BY_DEFAULT),
-            keys: match key {
+            keys: match call.get(Opt::Key) {
                 Some(key) => options::keys(key)?,
                 None => self.keys.clone(),
             },
-            max_size: options::max_size_arg(max_size)?.unwrap_or(self.max_size),
-            allowed_tags: match allowed_tags {
+            max_size: options::max_size_arg(call.get(Opt::MaxSize))?.unwrap_or(self.max_size),
+            allowed_tags: match call.get(Opt::AllowedTags) {
                 Some(obj) => options::allowed_tags(obj)?,
                 None => self.allowed_tags.clone(),
             },
@@ -155,16 +147,16 @@ impl Codec {
         })
     }
 
+    /// Encodes `obj` and compresses its frames, with the call's options (or the codec's).
     fn prepare(
         &self,
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
-        compression: Option<&Bound<'_, PyAny>>,
-        key: Option<&Bound<'_, PyAny>>,
+        call: &CallOptions<'_, '_>,
     ) -> Result<Prepared> {
         let encoded = encode(py, &self.dispatch, obj)?;
-        let stored = self.compress_frames(py, &encoded, compression)?;
-        let key = self.signing_key(key)?;
+        let stored = self.compress_frames(py, &encoded, call.get(Opt::Compression))?;
+        let key = self.signing_key(call.get(Opt::Key))?;
         Ok(Prepared {
             encoded,
             stored,
@@ -172,16 +164,19 @@ impl Codec {
         })
     }
 
-    fn dumps_impl<'py>(
+    /// Whether the call's payload carries frame checksums.
+    fn checksum(&self, call: &CallOptions<'_, '_>) -> Result<bool> {
+        Ok(options::flag("checksum", call.get(Opt::Checksum))?.unwrap_or(self.checksum))
+    }
+
+    pub(crate) fn dumps<'py>(
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
-        checksum: Option<bool>,
-        compression: Option<&Bound<'py, PyAny>>,
-        key: Option<&Bound<'py, PyAny>>,
+        call: &CallOptions<'_, '_>,
     ) -> Result<Bound<'py, PyBytes>> {
-        let prepared = self.prepare(py, obj, compression, key)?;
-        let spec = prepared.spec(checksum.unwrap_or(self.checksum));
+        let prepared = self.prepare(py, obj, call)?;
+        let spec = prepared.spec(self.checksum(call)?);
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
         // SAFETY: write_contiguous writes all `total` bytes before `bytes` is returned.
@@ -200,16 +195,14 @@ impl Codec {
 
     /// The `dumps` layout as parts over the objects' memory, for `NativeStore.put_parts`:
     /// encoded, compressed, checksummed and signed once, never assembled in one buffer.
-    fn dumps_parts_impl(
+    pub(crate) fn dumps_parts(
         &self,
         py: Python<'_>,
         obj: &Bound<'_, PyAny>,
-        checksum: bool,
-        compression: Option<&Bound<'_, PyAny>>,
-        key: Option<&Bound<'_, PyAny>>,
+        call: &CallOptions<'_, '_>,
     ) -> Result<PayloadParts> {
-        let prepared = self.prepare(py, obj, compression, key)?;
-        let spec = prepared.spec(checksum);
+        let prepared = self.prepare(py, obj, call)?;
+        let spec = prepared.spec(self.checksum(call)?);
         let mut writer = EnvelopeWriter::new(&spec);
         seal_frames(py, &mut writer, &prepared.frames());
         let mut header = vec![0u8; writer.header_len()];
@@ -228,16 +221,14 @@ impl Codec {
         })
     }
 
-    fn dumps_frames_impl<'py>(
+    pub(crate) fn dumps_frames<'py>(
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
-        checksum: bool,
-        compression: Option<&Bound<'py, PyAny>>,
-        key: Option<&Bound<'py, PyAny>>,
+        call: &CallOptions<'_, '_>,
     ) -> Result<Bound<'py, PyList>> {
-        let prepared = self.prepare(py, obj, compression, key)?;
-        let spec = prepared.spec(checksum);
+        let prepared = self.prepare(py, obj, call)?;
+        let spec = prepared.spec(self.checksum(call)?);
         let mut writer = EnvelopeWriter::new(&spec);
         seal_frames(py, &mut writer, &prepared.frames());
         let (encoded, stored, key) = (&prepared.encoded, &prepared.stored, &prepared.key);
@@ -301,119 +292,23 @@ impl Codec {
             strict_versions: flag("strict_versions", &strict_versions)?.unwrap_or(false),
         })
     }
+}
 
-    /// Serializes ``obj`` into one ``bytes`` (each frame copied exactly once, or compressed).
-    ///
-    /// Args:
-    ///     obj: any Python object.
-    ///     checksum: write per-frame xxh3-64 checksums (default: the codec's setting, False;
-    ///         compressed frames always carry one).
-    ///     compression: None (the codec's default), "none", "lz4", "zstd", ("zstd", level), "auto",
-    ///         ("auto", link bytes per second).
-    ///     key: sign with HMAC-SHA256 (default: the codec's first key, if any).
-    ///
-    /// Raises:
-    ///     SerializationError: nothing (native encoder, registry, pickle, cloudpickle) can encode
-    ///         it; the message names the entry that failed.
-    ///     OptionError: an option value of the wrong kind.
-    #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
-    fn dumps<'py>(
-        &self,
-        py: Python<'py>,
-        obj: &Bound<'py, PyAny>,
-        checksum: Option<&Bound<'py, PyAny>>,
-        compression: Option<&Bound<'py, PyAny>>,
-        key: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyBytes>> {
-        let checksum = options::flag("checksum", checksum)?;
-        Ok(self.dumps_impl(py, obj, checksum, compression, key)?)
-    }
-
-    /// Serializes ``obj`` into ``[header, frame, ...]`` (and the signature when signed).
-    ///
-    /// Frames are read-only views of the original memory (no copy) unless compressed. Frame
-    /// checksums as ``dumps`` writes them (the codec's setting, False by default: computing them
-    /// reads every byte). Options and errors as ``dumps``.
-    #[pyo3(signature = (obj, /, *, checksum=None, compression=None, key=None))]
-    fn dumps_frames<'py>(
-        &self,
-        py: Python<'py>,
-        obj: &Bound<'py, PyAny>,
-        checksum: Option<&Bound<'py, PyAny>>,
-        compression: Option<&Bound<'py, PyAny>>,
-        key: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let checksum = options::flag("checksum", checksum)?.unwrap_or(self.checksum);
-        Ok(self.dumps_frames_impl(py, obj, checksum, compression, key)?)
-    }
-
-    /// Encodes ``obj`` once in the ``dumps`` layout, as parts over the objects' memory, for
-    /// ``NativeStore.put_parts`` (what ``Store.save`` writes). Options as ``dumps``.
-    #[pyo3(name = "_dumps_parts", signature = (obj, /, *, checksum=None, compression=None, key=None))]
-    fn dumps_parts(
-        &self,
-        py: Python<'_>,
-        obj: &Bound<'_, PyAny>,
-        checksum: Option<&Bound<'_, PyAny>>,
-        compression: Option<&Bound<'_, PyAny>>,
-        key: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PayloadParts> {
-        let checksum = options::flag("checksum", checksum)?.unwrap_or(self.checksum);
-        Ok(self.dumps_parts_impl(py, obj, checksum, compression, key)?)
-    }
-
-    /// Deserializes a payload from any buffer (bytes, bytearray, memoryview, mmap, ...).
-    ///
-    /// Args:
-    ///     data: the output of ``dumps``.
-    ///     allow_pickle: False refuses payloads that would run pickle (UnsafePayloadError).
-    ///     zero_copy: True returns read-only views of ``data`` for arrays.
-    ///     verify: check the frame checksums a payload carries (default True, zero_copy too: each
-    ///         checksummed frame is read once, not copied); False skips them (constant time).
-    ///     key: require a valid signature under this key (or any of a list of keys).
-    ///     max_size: largest decompressed frame accepted (default 16 GiB).
-    ///     allowed_tags: the only serializer tags the payload may use ("pickle" for pickle nodes).
-    ///     strict_versions: another major version of a library (outside the promised crossings)
-    ///         raises ProducerVersionError instead of a FreightWarning.
-    ///     copy: True: nothing returned refers to ``data`` (every array and buffer is copied out),
-    ///         so a receive buffer may be reused or freed as soon as this returns. Contradicts
-    ///         ``zero_copy=True``.
-    ///
-    /// Each option left out takes the codec's setting.
-    ///
-    /// Raises:
-    ///     DeserializationError: truncated, corrupt or not a freight payload (or a subclass:
-    ///         IntegrityError, UnsafePayloadError, UnknownTagError, FormatVersionError,
-    ///         MissingDependencyError).
-    ///     OptionError: an option value of the wrong kind.
-    #[pyo3(signature = (data, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None, copy=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn loads<'py>(
+/// The loading calls, as codec_methods.rs hands them over: their positional arguments and
+/// their options, parsed (call_options.rs).
+impl Codec {
+    pub(crate) fn loads<'py>(
         &self,
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
-        allow_pickle: Option<&Bound<'py, PyAny>>,
-        zero_copy: Option<&Bound<'py, PyAny>>,
-        verify: Option<&Bound<'py, PyAny>>,
-        key: Option<&Bound<'py, PyAny>>,
-        max_size: Option<&Bound<'py, PyAny>>,
-        allowed_tags: Option<&Bound<'py, PyAny>>,
-        strict_versions: Option<&Bound<'py, PyAny>>,
-        copy: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let defaults = allow_pickle.is_none()
-            && zero_copy.is_none()
-            && verify.is_none()
-            && key.is_none()
-            && max_size.is_none()
-            && allowed_tags.is_none()
-            && strict_versions.is_none();
-        if defaults && self.keys.is_empty() {
+        call: &CallOptions<'_, 'py>,
+    ) -> Result<Bound<'py, PyAny>> {
+        if call.none_but(&[Opt::Copy]) && self.keys.is_empty() {
             if let Ok(bytes) = data.cast_exact::<PyBytes>() {
                 if let Some(obj) = decode_builtins(py, bytes.as_bytes())? {
                     return Ok(obj);
                 }
-            } else if options::flag("copy", copy)? == Some(true) && !self.zero_copy {
+            } else if options::flag("copy", call.get(Opt::Copy))? == Some(true) && !self.zero_copy {
                 // A borrowed buffer (mpi4py's receive buffer): builtins are decoded into new
                 // objects, so the fast path serves it too, without a bytes copy first.
                 if let Ok(buf) = RawBuffer::get(data, pyo3::ffi::PyBUF_SIMPLE) {
@@ -423,50 +318,21 @@ impl Codec {
                 }
             }
         }
-        let opts = self.decode_options(
-            allow_pickle,
-            zero_copy,
-            verify,
-            key,
-            max_size,
-            allowed_tags,
-            strict_versions,
-            copy,
-        )?;
+        let opts = self.decode_options(call)?;
         let parts = freight_core::Parts::Single(export_input(data)?);
-        Ok(self.decode_parts(py, parts, opts)?)
+        self.decode_parts(py, parts, opts)
     }
 
-    /// Decodes one node of a payload (a lazy read's entry): `data` holds the payload's bytes
-    /// where they lie, at least its header and the frames the node uses; `node` is (start, end,
-    /// memo_base) in the tree; `memo` fills the slots the node refers to outside it. Only the
-    /// frames the node uses are read and verified. Options as ``loads``.
-    #[pyo3(signature = (data, node, memo, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn _loads_node<'py>(
+    /// Decodes one node of a payload (a lazy read's entry): see `_loads_node`'s docstring.
+    pub(crate) fn loads_node<'py>(
         &self,
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
         node: (usize, usize, usize),
         memo: std::collections::HashMap<usize, Py<PyAny>>,
-        allow_pickle: Option<&Bound<'py, PyAny>>,
-        zero_copy: Option<&Bound<'py, PyAny>>,
-        verify: Option<&Bound<'py, PyAny>>,
-        key: Option<&Bound<'py, PyAny>>,
-        max_size: Option<&Bound<'py, PyAny>>,
-        allowed_tags: Option<&Bound<'py, PyAny>>,
-        strict_versions: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let mut opts = self.decode_options(
-            allow_pickle,
-            zero_copy,
-            verify,
-            key,
-            max_size,
-            allowed_tags,
-            strict_versions,
-            None,
-        )?;
+        call: &CallOptions<'_, 'py>,
+    ) -> Result<Bound<'py, PyAny>> {
+        let mut opts = self.decode_options(call)?;
         // Judged on this node, not on the payload's other entries (check_node).
         let (allow_pickle, allowed_tags) = (opts.allow_pickle, opts.allowed_tags.take());
         opts.allow_pickle = true;
@@ -485,8 +351,7 @@ impl Codec {
             return Err(Error::corrupt(format!(
                 "node {start}..{end} lies outside the tree ({} bytes)",
                 tree.len()
-            ))
-            .into());
+            )));
         };
         let mut slots: Memo = std::iter::repeat_with(|| None).take(base).collect();
         for (slot, obj) in memo {
@@ -495,38 +360,17 @@ impl Codec {
             }
         }
         let mut decoder = TreeDecoder::with_memo(py, &ctx, slots);
-        Ok(decoder.root(bytes)?)
+        decoder.root(bytes)
     }
 
-    /// Deserializes the output of ``dumps_frames`` (a header buffer, then one per frame).
-    ///
-    /// Options and errors as ``loads``.
-    #[pyo3(signature = (frames, /, *, allow_pickle=None, zero_copy=None, verify=None, key=None, max_size=None, allowed_tags=None, strict_versions=None, copy=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn loads_frames<'py>(
+    pub(crate) fn loads_frames<'py>(
         &self,
         py: Python<'py>,
         frames: &Bound<'py, PyAny>,
-        allow_pickle: Option<&Bound<'py, PyAny>>,
-        zero_copy: Option<&Bound<'py, PyAny>>,
-        verify: Option<&Bound<'py, PyAny>>,
-        key: Option<&Bound<'py, PyAny>>,
-        max_size: Option<&Bound<'py, PyAny>>,
-        allowed_tags: Option<&Bound<'py, PyAny>>,
-        strict_versions: Option<&Bound<'py, PyAny>>,
-        copy: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let opts = self.decode_options(
-            allow_pickle,
-            zero_copy,
-            verify,
-            key,
-            max_size,
-            allowed_tags,
-            strict_versions,
-            copy,
-        )?;
+        call: &CallOptions<'_, 'py>,
+    ) -> Result<Bound<'py, PyAny>> {
+        let opts = self.decode_options(call)?;
         let parts = export_frame_list(frames)?;
-        Ok(self.decode_parts(py, parts, opts)?)
+        self.decode_parts(py, parts, opts)
     }
 }

@@ -7,7 +7,9 @@
 mod array_checks;
 mod arrow;
 mod buffer;
+mod call_options;
 mod codec;
+mod codec_methods;
 mod decode;
 mod encode;
 mod errors;
@@ -35,6 +37,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FRAME_ALIGN", freight_core::envelope::ALIGN)?;
     m.add("DEBUG_BUILD", cfg!(debug_assertions))?;
     m.add_class::<codec::Codec>()?;
+    codec_methods::install(m.py())?;
     m.add_class::<buffer::FrameBuffer>()?;
     m.add_class::<encode::dispatch::DispatchTables>()?;
     m.add_class::<encode::pickle_sink::PickleSink>()?;
