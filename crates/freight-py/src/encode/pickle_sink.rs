@@ -93,6 +93,17 @@ impl PickleSink {
     }
 }
 
+impl PickleSink {
+    /// Whether this sink (an idle island pickler's, see islands.rs) can serve a payload encoded
+    /// with `dispatch`: the same registry, and still no need of `persistent_id`.
+    pub fn serves(&self, py: Python<'_>, dispatch: &DispatchRefs) -> PyResult<bool> {
+        Ok(
+            self.dispatch.registry(py).is(dispatch.registry(py))
+                && !self.needs_persistent_id(py)?,
+        )
+    }
+}
+
 /// One island's pickling (see islands.rs): the payload's state back, with the island's parts.
 pub struct IslandOut {
     pub state: EncodeState,
@@ -194,7 +205,7 @@ impl PickleSink {
     /// `reducer_override` (never called for ints, strs, lists, dicts, ...): only when a serializer
     /// is registered for one of those built-in types.
     #[getter]
-    fn needs_persistent_id(&self, py: Python<'_>) -> PyResult<bool> {
+    pub(crate) fn needs_persistent_id(&self, py: Python<'_>) -> PyResult<bool> {
         for ty in self.dispatch.bind(py).types.keys() {
             if is_pickle_atomic_type(py, &ty) {
                 return Ok(true);
