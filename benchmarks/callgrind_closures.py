@@ -26,7 +26,8 @@ import re
 import subprocess
 import sys
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _HELPER_C = r"""
 #include <valgrind/callgrind.h>

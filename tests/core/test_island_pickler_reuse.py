@@ -61,15 +61,18 @@ def test_a_reused_pickler_writes_the_bytes_of_a_new_one(index):
         assert got(3) == value(3)
 
 
-def test_the_idle_pickler_holds_nothing_of_the_last_payload():
-    class Payload:
-        pass
+class Payload:
+    pass
 
+
+def _dump_a_closure_over_a_new_object():
     inner = Payload()
-    f = lambda: inner  # noqa: E731
-    freight.dumps({"f": f, "n": np.arange(3)})
-    ref = weakref.ref(inner)
-    del f, inner
+    freight.dumps({"f": lambda: inner, "n": np.arange(3)})
+    return weakref.ref(inner)
+
+
+def test_the_idle_pickler_holds_nothing_of_the_last_payload():
+    ref = _dump_a_closure_over_a_new_object()
     gc.collect()
     assert ref() is None
     assert not _idle_pickler().memo.copy()
