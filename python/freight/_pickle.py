@@ -387,6 +387,16 @@ class LoadSession:
             stack.pop()
 
 
+def load_failed(exc: BaseException, producer: str | None) -> BaseException:
+    """What the decoder raises when its own ``pickle.loads`` of a stream without externals failed
+    (see :func:`load`): a DeserializationError passed on, else one saying what failed."""
+    if isinstance(exc, DeserializationError) or not isinstance(exc, Exception):
+        return exc
+    error = _load_error(exc, producer)
+    error.__cause__ = exc
+    return error
+
+
 def _load_error(exc: Exception, producer: str | None) -> Exception:
     """What a failed unpickling raises (chained to ``exc``)."""
     if isinstance(exc, pickle.UnpicklingError):
