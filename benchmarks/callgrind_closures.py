@@ -94,10 +94,9 @@ def _child(cases: list[str], calls: int, helper: str) -> None:
     off(f"empty|{calls}".encode())
     for case in cases:
         value = _value(case)
-        n = max(5, calls // 10) if "MiB" in case else calls
         for name, (dumps, loads) in _engines().items():
-            measure(f"{case}|{name}|dumps", dumps, value, n)
-            measure(f"{case}|{name}|loads", loads, dumps(value), n)
+            measure(f"{case}|{name}|dumps", dumps, value, calls)
+            measure(f"{case}|{name}|loads", loads, dumps(value), calls)
 
 
 def _build_helper(directory: str) -> str:
@@ -125,7 +124,7 @@ def _read_dumps(directory: str) -> dict[str, tuple[int, int]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=100, help="calls per measured loop (a tenth for the 1 MiB case)")
+    parser.add_argument("--calls", type=int, default=100, help="calls per measured loop")
     parser.add_argument("--only", nargs="*", choices=CASES, help="these cases only")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
