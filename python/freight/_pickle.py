@@ -132,6 +132,70 @@ def session_pickler(sink: Any) -> tuple[pickle.Pickler, bool, Any]:
     return _pickler(True, sink, sink), True, pickle.Pickler.dump
 
 
+class _IdleSession:
+    """This thread's island pickler between payloads (see :func:`take_idle_session`): building a
+    cloudpickle pickler and its hook costs about as much as pickling a small lambda, so each
+    thread keeps the one its last payload used. It lives in a ``threading.local``, so it is freed
+    on its own thread when the thread ends (its sink and hook are Rust objects that must be
+    dropped on the thread that made them)."""
+
+    __slots__ = ("owner", "session")
+
+    def __init__(self) -> None:
+        self.owner = threading.get_ident()
+        self.session: tuple[Any, pickle.Pickler, bool, Any] | None = None
+
+    def __del__(self) -> None:
+        session, self.session = self.session, None
+        if session is None:
+            return
+        if threading.get_ident() == self.owner:
+            _close_hook(session[1])  # the hook refers back to the pickler: break the cycle
+        else:
+            # A forked child deleting the states of its parent's other threads: their Rust
+            # objects cannot be dropped on this thread, so they stay (a few per thread, once).
+            _STRANDED.append(session)
+
+
+_idle = threading.local()
+_STRANDED: list[Any] = []
+
+
+def _close_hook(pickler: pickle.Pickler) -> None:
+    close = getattr(pickler.reducer_override, "close", None)  # the cloudpickle pickler's only
+    if close is not None:
+        close()
+
+
+def take_idle_session() -> tuple[Any, pickle.Pickler, bool, Any] | None:
+    """This thread's idle island pickler, as (sink, pickler, is_cloudpickle, dump), taken out so
+    that a payload pickled inside this one (a ``__reduce__`` calling ``freight.dumps``) builds its
+    own; None when there is none (the first payload of the thread, or one inside another)."""
+    holder = getattr(_idle, "holder", None)
+    if holder is None:
+        return None
+    session, holder.session = holder.session, None
+    return session
+
+
+def keep_idle_session(sink: Any, pickler: pickle.Pickler, cloud: bool, dump: Any) -> None:
+    """After a payload: its island pickler becomes the thread's idle one, its memo (which holds
+    every object it pickled) and cloudpickle's record of function globals forgotten, so that the
+    next payload's stream is the one a new pickler would write. When the thread already has one
+    (this payload ran inside another), it is closed instead."""
+    pickler.clear_memo()
+    globals_ref = getattr(pickler, "globals_ref", None)
+    if globals_ref:
+        globals_ref.clear()  # keyed by id(): a dead module's id may be reused
+    holder = getattr(_idle, "holder", None)
+    if holder is None:
+        holder = _idle.holder = _IdleSession()
+    if holder.session is None:
+        holder.session = (sink, pickler, cloud, dump)
+    else:
+        _close_hook(pickler)
+
+
 # How pickle and cloudpickle say that they cannot pickle something (as opposed to an error raised
 # by the object's own code while being pickled).
 _PICKLE_FAILURES = (pickle.PicklingError, TypeError, AttributeError, NotImplementedError)
@@ -321,6 +385,16 @@ class LoadSession:
             raise _load_error(exc, producer) from exc
         finally:
             stack.pop()
+
+
+def load_failed(exc: BaseException, producer: str | None) -> BaseException:
+    """What the decoder raises when its own ``pickle.loads`` of a stream without externals failed
+    (see :func:`load`): a DeserializationError passed on, else one saying what failed."""
+    if isinstance(exc, DeserializationError) or not isinstance(exc, Exception):
+        return exc
+    error = _load_error(exc, producer)
+    error.__cause__ = exc
+    return error
 
 
 def _load_error(exc: Exception, producer: str | None) -> Exception:

@@ -59,6 +59,15 @@ impl Default for OpenOptions<'_> {
 /// None when the payload has any of those (open it with `Payload::open`). The common small
 /// payload (a task's result) then decodes with no shared state to set up.
 pub fn builtins_tree(bytes: &[u8], limits: &Limits) -> Result<Option<std::ops::Range<usize>>> {
+    // The flags byte says most of it before the header is parsed (its strings, its checksum):
+    // `Payload::open` then parses it once rather than twice (a pickled function's load).
+    let not_builtins = flags::NEEDS_PICKLE | flags::SIGNED | flags::FRAMES | flags::META;
+    if bytes
+        .get(envelope::MAGIC.len() + 1)
+        .is_some_and(|f| f & not_builtins != 0)
+    {
+        return Ok(None);
+    }
     let header = envelope::parse_header(bytes, limits)?;
     if !header.frames.is_empty()
         || !header.tags.is_empty()

@@ -8,6 +8,7 @@ use std::rc::Rc;
 
 use freight_core::{PickleDataRef, Reader};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyByteArray, PyBytes, PyList};
 
 use crate::decode::input::DecodeCtx;
@@ -31,6 +32,11 @@ impl<'py> TreeDecoder<'_, 'py> {
             PickleDataRef::Inline(bytes) => PyBytes::new(py, bytes).into_any(),
             PickleDataRef::Frame(index) => ctx.frame_view(py, index, false)?,
         };
+        if node.buffers.is_empty() && node.externals.is_empty() && !node.session {
+            // A pickle and nothing else (a function on its own): pickle.loads, with no Python
+            // wrapper between (about 2k instructions of a lambda's 90k).
+            return plain_loads(py, &data, &ctx);
+        }
         let buffers = PyList::empty(py);
         for index in &node.buffers {
             let view = ctx.frame_view(py, *index, true)?;
@@ -75,6 +81,31 @@ impl<'py> TreeDecoder<'_, 'py> {
         let out = load.call1((data, buffers, &source, producer.as_deref()));
         source.borrow().close();
         Ok(out?)
+    }
+}
+
+static PICKLE_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `pickle.loads(data)`, its errors said as `_pickle.load` says them. Unlike `_pickle.load`, it
+/// puts no source on the stack `_pickle._external` reads: a stream without externals that calls
+/// it anyway (a forged one) meets the enclosing load's source, or the error that there is none.
+fn plain_loads<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    ctx: &Rc<DecodeCtx>,
+) -> Result<Bound<'py, PyAny>> {
+    let loads = PICKLE_LOADS.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+        Ok(py.import("pickle")?.getattr("loads")?.unbind())
+    })?;
+    match loads.bind(py).call1((data,)) {
+        Ok(obj) => Ok(obj),
+        Err(err) => {
+            let producer = ctx.producer();
+            let error = crate::python_types::pickle_bridge(py)?
+                .getattr(pyo3::intern!(py, "load_failed"))?
+                .call1((err.into_value(py), producer.as_deref()))?;
+            Err(PyErr::from_value(error).into())
+        }
     }
 }
 

@@ -46,20 +46,46 @@ pub struct IslandSession {
     aliased: bool,
     /// Islands written so far (see MAX_ISLANDS).
     count: usize,
+    /// Whether the pickler may serve the thread's next payload (`_pickle.keep_idle_session`):
+    /// not when it asks `persistent_id` for every object (a serializer registered for a
+    /// built-in type), which depends on the registry as it is now.
+    reusable: bool,
 }
 
 impl IslandSession {
     fn start(py: Python<'_>, dispatch: &DispatchRefs) -> Result<Self> {
-        let sink = Py::new(
-            py,
-            PickleSink::new(dispatch.clone_ref(py), PtrMap::default(), true),
-        )?;
-        let (pickler, cloud, dump): (Py<PyAny>, bool, Py<PyAny>) =
-            crate::python_types::pickle_bridge(py)?
-                .getattr(intern!(py, "session_pickler"))?
-                .call1((sink.bind(py),))?
-                .extract()?;
-        Ok(Self {
+        let bridge = crate::python_types::pickle_bridge(py)?;
+        // The thread's pickler of its last payload: building one (cloudpickle's pickler, its
+        // hook, their teardown) costs about 24k instructions, a tenth of pickling a lambda.
+        let idle = bridge.getattr(intern!(py, "take_idle_session"))?.call0()?;
+        if !idle.is_none() {
+            let (sink, pickler, cloud, dump): (Bound<'_, PickleSink>, Py<PyAny>, bool, Py<PyAny>) =
+                idle.extract()?;
+            let serves = sink.borrow().serves(py, dispatch)?;
+            let session = Self::new(sink.unbind(), pickler, cloud, dump, true);
+            if serves {
+                return Ok(session);
+            }
+            session.close(py); // kept again, for the registry it serves
+        }
+        let sink = PickleSink::new(dispatch.clone_ref(py), PtrMap::default(), true);
+        let reusable = !sink.needs_persistent_id(py)?;
+        let sink = Py::new(py, sink)?;
+        let (pickler, cloud, dump): (Py<PyAny>, bool, Py<PyAny>) = bridge
+            .getattr(intern!(py, "session_pickler"))?
+            .call1((sink.bind(py),))?
+            .extract()?;
+        Ok(Self::new(sink, pickler, cloud, dump, reusable))
+    }
+
+    fn new(
+        sink: Py<PickleSink>,
+        pickler: Py<PyAny>,
+        cloud: bool,
+        dump: Py<PyAny>,
+        reusable: bool,
+    ) -> Self {
+        Self {
             sink,
             pickler,
             cloud,
@@ -67,11 +93,27 @@ impl IslandSession {
             external_keys: PtrMap::default(),
             aliased: false,
             count: 0,
-        })
+            reusable,
+        }
     }
 
-    /// Breaks the pickler's reference cycle (its hook holds one of its bound methods).
+    /// The payload is done: the pickler becomes the thread's idle one (its memo cleared), or,
+    /// when it cannot serve another payload, its reference cycle is broken (its hook holds one
+    /// of its bound methods).
     pub fn close(self, py: Python<'_>) {
+        if self.reusable {
+            let kept = crate::python_types::pickle_bridge(py).and_then(|bridge| {
+                bridge.getattr(intern!(py, "keep_idle_session"))?.call1((
+                    &self.sink,
+                    &self.pickler,
+                    self.cloud,
+                    &self.dump,
+                ))
+            });
+            if kept.is_ok() {
+                return;
+            }
+        }
         if let Ok(hook) = self
             .pickler
             .bind(py)

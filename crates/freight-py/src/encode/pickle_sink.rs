@@ -93,6 +93,17 @@ impl PickleSink {
     }
 }
 
+impl PickleSink {
+    /// Whether this sink (an idle island pickler's, see islands.rs) can serve a payload encoded
+    /// with `dispatch`: the same registry, and still no need of `persistent_id`.
+    pub fn serves(&self, py: Python<'_>, dispatch: &DispatchRefs) -> PyResult<bool> {
+        Ok(
+            self.dispatch.registry(py).is(dispatch.registry(py))
+                && !self.needs_persistent_id(py)?,
+        )
+    }
+}
+
 /// One island's pickling (see islands.rs): the payload's state back, with the island's parts.
 pub struct IslandOut {
     pub state: EncodeState,
@@ -128,9 +139,22 @@ impl PickleSink {
             chunks: std::mem::take(&mut inner.chunks),
             externals: freight_core::compact_memo(std::mem::take(&mut inner.externals)),
             buffers: std::mem::take(&mut inner.buffers),
-            external_keys: memo.keys().filter(|k| !roots.contains_key(k)).collect(),
+            external_keys: memo
+                .keys()
+                .filter(|&key| !roots.contains_key(&key) && !is_str_or_bytes(key))
+                .collect(),
         }
     }
+}
+
+/// Whether the object at `key` (an object memoized in an external's walk, kept alive by the
+/// external or the walk's keep_alive) is a str or bytes: equal ones may be one object or two,
+/// nothing depends on it, so `Walker::islands_alias` need not look for them (a dtype's name
+/// inside an array's external would otherwise cost a scan of the pickler's memo).
+fn is_str_or_bytes(key: usize) -> bool {
+    // SAFETY: reading the type of a live object.
+    let ty = unsafe { ffi::Py_TYPE(key as *mut ffi::PyObject) };
+    ty == &raw mut ffi::PyUnicode_Type || ty == &raw mut ffi::PyBytes_Type
 }
 
 /// bytes or bytearray large enough to travel as a frame.
@@ -194,7 +218,7 @@ impl PickleSink {
     /// `reducer_override` (never called for ints, strs, lists, dicts, ...): only when a serializer
     /// is registered for one of those built-in types.
     #[getter]
-    fn needs_persistent_id(&self, py: Python<'_>) -> PyResult<bool> {
+    pub(crate) fn needs_persistent_id(&self, py: Python<'_>) -> PyResult<bool> {
         for ty in self.dispatch.bind(py).types.keys() {
             if is_pickle_atomic_type(py, &ty) {
                 return Ok(true);
