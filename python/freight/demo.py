@@ -158,10 +158,11 @@ def _median_ns(fn: Callable[[], Any], min_repeat: int = 3, budget_s: float = 0.0
 # notes of the performance issue): printed under the table when it is.
 _WHY_SLOWER = {
     "scorer": (
-        "A small closure is pickled by cloudpickle inside freight's envelope: the header, the\n"
-        "   record of Python's and cloudpickle's versions and the hook that hands arrays found in it\n"
-        "   back to freight are a fixed cost on top of cloudpickle's, which a small closure's dumps\n"
-        "   cannot hide; a closure that carries arrays wins it back with frames (freight bench: closures)."
+        "A small closure is pickled by cloudpickle inside freight's envelope. Its dumps now runs\n"
+        "   fewer instructions than cloudpickle's (the pickler is kept per thread), but its loads\n"
+        "   still pays the envelope's fixed cost (opening the header, the options) on top of\n"
+        "   pickle's, about 5% here; a closure that carries arrays wins it back with frames\n"
+        "   (freight bench: closures; benchmarks/callgrind_closures.py counts both)."
     ),
 }
 _WHY_NOISE = (
