@@ -22,6 +22,7 @@ __all__ = [
     "StoredBuffer",
     "PayloadParts",
     "ArrowMeta",
+    "CArrays",
     "PickleSink",
     "PickleSource",
     "ChainedReduce",
