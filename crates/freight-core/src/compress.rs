@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use crate::bits::codec;
 use crate::error::{Error, Result};
 use crate::reader::Reader;
+use crate::shuffle::{shuffle, unshuffle};
 use crate::varint::put_uvarint;
 
 /// A compression algorithm and its settings, as a writer chooses it (its id in the frame table
@@ -40,112 +41,15 @@ pub const BLOCK: usize = 1 << 20;
 /// Largest block a reader accepts: bounds the memory one block can claim.
 pub const MAX_BLOCK: u64 = 64 << 20;
 
-fn shuffle(src: &[u8], itemsize: usize, dst: &mut Vec<u8>) {
-    let items = src.len() / itemsize;
-    dst.clear();
-    dst.resize(src.len(), 0);
-    match itemsize {
-        2 => transpose::<2>(src, dst, items),
-        4 => transpose::<4>(src, dst, items),
-        8 => transpose::<8>(src, dst, items),
-        _ => {
-            for (i, item) in src[..items * itemsize].chunks_exact(itemsize).enumerate() {
-                for (byte, &b) in item.iter().enumerate() {
-                    dst[byte * items + i] = b;
-                }
-            }
-        }
-    }
-    dst[items * itemsize..].copy_from_slice(&src[items * itemsize..]);
-}
-
-/// Item-major to byte-plane-major for a fixed item size: reads sequentially, writes K streams.
-fn transpose<const K: usize>(src: &[u8], dst: &mut [u8], items: usize) {
-    let (planes, _) = dst.split_at_mut(items * K);
-    for (i, item) in src[..items * K].chunks_exact(K).enumerate() {
-        for byte in 0..K {
-            planes[byte * items + i] = item[byte];
-        }
-    }
-}
-
-/// Byte-plane-major back to item-major: reads K streams, writes sequentially.
-fn untranspose<const K: usize>(src: &[u8], dst: &mut [u8], items: usize) {
-    for (i, item) in dst[..items * K].chunks_exact_mut(K).enumerate() {
-        let mut gathered = [0u8; K];
-        for (byte, slot) in gathered.iter_mut().enumerate() {
-            *slot = src[byte * items + i];
-        }
-        item.copy_from_slice(&gathered);
-    }
-}
-
-/// Transposes an 8×8 byte matrix held as 8 little-endian words (row r = word r).
-#[inline]
-fn transpose8x8(x: &mut [u64; 8]) {
-    for i in 0..4 {
-        let t = ((x[i] >> 32) ^ x[i + 4]) & 0x0000_0000_FFFF_FFFF;
-        x[i] ^= t << 32;
-        x[i + 4] ^= t;
-    }
-    for i in [0, 1, 4, 5] {
-        let t = ((x[i] >> 16) ^ x[i + 2]) & 0x0000_FFFF_0000_FFFF;
-        x[i] ^= t << 16;
-        x[i + 2] ^= t;
-    }
-    for i in [0, 2, 4, 6] {
-        let t = ((x[i] >> 8) ^ x[i + 1]) & 0x00FF_00FF_00FF_00FF;
-        x[i] ^= t << 8;
-        x[i + 1] ^= t;
-    }
-}
-
-/// `untranspose::<8>`, eight items at a time with word-wide byte transposes.
-fn untranspose8(src: &[u8], dst: &mut [u8], items: usize) {
-    let groups = items / 8;
-    let planes: [&[u8]; 8] = std::array::from_fn(|b| &src[b * items..(b + 1) * items]);
-    for g in 0..groups {
-        let mut x: [u64; 8] = std::array::from_fn(|b| {
-            u64::from_le_bytes(planes[b][g * 8..g * 8 + 8].try_into().expect("8 bytes"))
-        });
-        transpose8x8(&mut x);
-        for (k, word) in x.iter().enumerate() {
-            let at = (g * 8 + k) * 8;
-            dst[at..at + 8].copy_from_slice(&word.to_le_bytes());
-        }
-    }
-    for i in groups * 8..items {
-        for (b, plane) in planes.iter().enumerate() {
-            dst[i * 8 + b] = plane[i];
-        }
-    }
-}
-
-fn unshuffle(src: &[u8], itemsize: usize, dst: &mut [u8]) {
-    let items = src.len() / itemsize;
-    match itemsize {
-        2 => untranspose::<2>(src, dst, items),
-        4 => untranspose::<4>(src, dst, items),
-        8 => untranspose8(src, dst, items),
-        _ => {
-            for (i, item) in dst[..items * itemsize]
-                .chunks_exact_mut(itemsize)
-                .enumerate()
-            {
-                for (byte, b) in item.iter_mut().enumerate() {
-                    *b = src[byte * items + i];
-                }
-            }
-        }
-    }
-    dst[items * itemsize..].copy_from_slice(&src[items * itemsize..]);
-}
-
 fn compress_block(algorithm: Algorithm, raw: &[u8], out: &mut Vec<u8>) {
     match algorithm {
         Algorithm::Lz4 => {
-            out.resize(lz4_flex::block::get_maximum_output_size(raw.len()), 0);
-            let n = lz4_flex::block::compress_into(raw, out)
+            // Grown, never zeroed again: lz4 writes what it returns.
+            let bound = lz4_flex::block::get_maximum_output_size(raw.len());
+            if out.len() < bound {
+                out.resize(bound, 0);
+            }
+            let n = lz4_flex::block::compress_into(raw, &mut out[..bound])
                 .expect("output sized by get_maximum_output_size");
             out.truncate(n);
         }
@@ -201,33 +105,66 @@ fn decompress_block(codec_id: u8, stored: &[u8], raw: &mut [u8], index: usize) -
     Ok(())
 }
 
-/// Compresses a frame into its stored layout (blocks in parallel).
+thread_local! {
+    /// A thread's (shuffled input, compressed output) buffers, kept between blocks and calls:
+    /// fresh ones cost their page faults (and lz4's output its zeroing) every block.
+    static COMPRESS_SCRATCH: std::cell::RefCell<(Vec<u8>, Vec<u8>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// One block compressed with this thread's scratch buffers, handed to `keep`.
+fn with_compressed_block<R>(
+    algorithm: Algorithm,
+    block: &[u8],
+    shuffle_itemsize: Option<usize>,
+    keep: impl FnOnce(&[u8]) -> R,
+) -> R {
+    COMPRESS_SCRATCH.with(|scratch| {
+        let (shuffled, out) = &mut *scratch.borrow_mut();
+        let input = match shuffle_itemsize {
+            Some(itemsize) => {
+                shuffle(block, itemsize, shuffled);
+                &shuffled[..]
+            }
+            None => block,
+        };
+        compress_block(algorithm, input, out);
+        keep(out)
+    })
+}
+
+fn put_block_table(stored: &mut Vec<u8>, lens: impl ExactSizeIterator<Item = usize>) {
+    put_uvarint(stored, BLOCK as u64);
+    put_uvarint(stored, lens.len() as u64);
+    for len in lens {
+        put_uvarint(stored, len as u64);
+    }
+}
+
+/// Compresses a frame into its stored layout (blocks in parallel; a frame of one block on the
+/// calling thread, where a hand-off to the pool would cost more than it saves).
 pub fn compress(algorithm: Algorithm, raw: &[u8], shuffle_itemsize: Option<usize>) -> Vec<u8> {
+    if raw.is_empty() {
+        let mut stored = Vec::with_capacity(4);
+        put_block_table(&mut stored, std::iter::empty());
+        return stored;
+    }
+    if raw.len() <= BLOCK {
+        return with_compressed_block(algorithm, raw, shuffle_itemsize, |block| {
+            let mut stored = Vec::with_capacity(16 + block.len());
+            put_block_table(&mut stored, [block.len()].into_iter());
+            stored.extend_from_slice(block);
+            stored
+        });
+    }
     let blocks: Vec<Vec<u8>> = crate::parallel::run(|| {
         raw.par_chunks(BLOCK)
-            .map_init(
-                || (Vec::new(), Vec::new()),
-                |(shuffled, out), block| {
-                    let input = match shuffle_itemsize {
-                        Some(itemsize) => {
-                            shuffle(block, itemsize, shuffled);
-                            &shuffled[..]
-                        }
-                        None => block,
-                    };
-                    compress_block(algorithm, input, out);
-                    out.clone()
-                },
-            )
+            .map(|block| with_compressed_block(algorithm, block, shuffle_itemsize, <[u8]>::to_vec))
             .collect()
     });
     let mut stored =
         Vec::with_capacity(16 + blocks.len() * 4 + blocks.iter().map(Vec::len).sum::<usize>());
-    put_uvarint(&mut stored, BLOCK as u64);
-    put_uvarint(&mut stored, blocks.len() as u64);
-    for block in &blocks {
-        put_uvarint(&mut stored, block.len() as u64);
-    }
+    put_block_table(&mut stored, blocks.iter().map(Vec::len));
     for block in &blocks {
         stored.extend_from_slice(block);
     }
@@ -284,26 +221,34 @@ pub fn decompress(
     raw: &mut [u8],
 ) -> Result<()> {
     let (block, inputs) = blocks(stored, raw.len())?;
+    let one = |index: usize, input: &[u8], out: &mut [u8]| match shuffle_itemsize {
+        Some(itemsize) => SCRATCH.with(|scratch| {
+            // One scratch block per thread, kept between calls: a fresh 1 MiB buffer per
+            // block would cost its page faults every time.
+            let mut scratch = scratch.borrow_mut();
+            if scratch.len() < out.len() {
+                scratch.resize(out.len(), 0);
+            }
+            let scratch = &mut scratch[..out.len()];
+            decompress_block(codec_id, input, scratch, index)?;
+            unshuffle(scratch, itemsize, out);
+            Ok(())
+        }),
+        None => decompress_block(codec_id, input, out, index),
+    };
+    if inputs.len() <= 1 {
+        // One block: on the calling thread (a hand-off to the pool costs more than it saves).
+        return match inputs.first() {
+            Some(input) => one(0, input, raw),
+            None => Ok(()),
+        };
+    }
     crate::parallel::run(|| {
         inputs
             .into_par_iter()
             .zip(raw.par_chunks_mut(block))
             .enumerate()
-            .try_for_each(|(index, (input, out))| match shuffle_itemsize {
-                Some(itemsize) => SCRATCH.with(|scratch| {
-                    // One scratch block per thread, kept between calls: a fresh 1 MiB buffer per
-                    // block would cost its page faults every time.
-                    let mut scratch = scratch.borrow_mut();
-                    if scratch.len() < out.len() {
-                        scratch.resize(out.len(), 0);
-                    }
-                    let scratch = &mut scratch[..out.len()];
-                    decompress_block(codec_id, input, scratch, index)?;
-                    unshuffle(scratch, itemsize, out);
-                    Ok(())
-                }),
-                None => decompress_block(codec_id, input, out, index),
-            })
+            .try_for_each(|(index, (input, out))| one(index, input, out))
     })
 }
 
@@ -481,23 +426,6 @@ mod tests {
                     assert_eq!(back, raw, "{codec:?} {itemsize:?} {len}");
                 }
             }
-        }
-    }
-
-    #[test]
-    fn fast_unshuffle_matches_the_definition() {
-        for len in [0usize, 7, 8, 63, 64, 65, 8 * 1000 + 5] {
-            let raw: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
-            let mut shuffled = Vec::new();
-            shuffle(&raw, 8, &mut shuffled);
-            let mut fast = vec![0u8; len];
-            unshuffle(&shuffled, 8, &mut fast);
-            let mut slow = vec![0u8; len];
-            let items = len / 8;
-            untranspose::<8>(&shuffled, &mut slow, items);
-            slow[items * 8..].copy_from_slice(&shuffled[items * 8..]);
-            assert_eq!(fast, raw);
-            assert_eq!(slow, raw);
         }
     }
 

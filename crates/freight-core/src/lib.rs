@@ -28,6 +28,7 @@ pub mod parallel;
 pub mod payload;
 pub mod ptrmap;
 pub mod reader;
+pub mod shuffle;
 pub mod sign;
 pub mod sparse;
 pub mod tags;
