@@ -1,6 +1,6 @@
 """Signed payloads (HMAC-SHA256): round trips, every way a signature can fail (each an
-IntegrityError), checks made before anything is decoded (no unpickling side effects), frame
-lists, inspect, instance defaults and key rotation.
+IntegrityError), checks made before anything is decoded (no unpickling side effects), inspect,
+instance defaults and key rotation; frame lists are test_signed_frames.py's.
 
 Format 1.2 layout (docs/FORMAT.md, "Signatures"): the signature follows the header checksum and
 covers the header alone; every frame carries SHA-256 block digests, which the signed header
@@ -9,89 +9,28 @@ byte by byte."""
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 
-import numpy as np
 import pytest
 
 import freight
 from support import GOLDEN
-from support.wire import header_bounds, header_mac, read_uvarint
-
-KEY = b"k" * 32
-OLD_KEY = b"old-secret-0123456789abcdef-0123"
-NEW_KEY = b"new-secret-0123456789abcdef-0123"
-WRONG_KEY = b"not-the-key-0123456789abcdef-012"
-SIG_LEN = 32
-
-# Unpickling side effects: anything in here means a payload was decoded.
-SIDE_EFFECTS: list[str] = []
-
-
-def record_side_effect(tag: str) -> str:
-    SIDE_EFFECTS.append(tag)
-    return tag
-
-
-class Sneaky:
-    """Unpickles into a call of record_side_effect: decoding it leaves a trace."""
-
-    def __init__(self, tag: str = "decoded"):
-        self.tag = tag
-
-    def __reduce__(self):
-        return (record_side_effect, (self.tag,))
-
-
-@pytest.fixture(autouse=True)
-def _clear_side_effects():
-    SIDE_EFFECTS.clear()
-    yield
-    SIDE_EFFECTS.clear()
-
-
-def sample_objects():
-    rng = np.random.default_rng(0)
-    return {
-        "builtins": {
-            "a": [1, 2.5, "three", b"four", None, True, (5, 6), {7, 8}],
-            "b": 2**100,
-            "c": dt.date(2024, 1, 2),
-        },
-        "array": rng.integers(0, 1000, 50_000, dtype=np.int64),
-        "mixed": {"array": rng.standard_normal(30_000), "text": "x" * 70_000, "blob": b"y" * 70_000, "small": [1, 2]},
-    }
-
-
-def assert_equal(got, want):
-    if isinstance(want, np.ndarray):
-        assert isinstance(got, np.ndarray)
-        assert got.dtype == want.dtype and got.shape == want.shape
-        assert got.tobytes() == want.tobytes()
-    elif isinstance(want, dict):
-        assert list(got) == list(want)
-        for k in want:
-            assert_equal(got[k], want[k])
-    else:
-        assert type(got) is type(want)
-        assert got == want
-
-
-def mac_range(blob) -> range:
-    """Where the header signature lies: the 32 bytes after the header checksum."""
-    end = header_bounds(blob)[1]
-    return range(end, end + SIG_LEN)
-
-
-def seal_len(frame) -> int:
-    """Bytes of a frame table entry that seal the frame (checksum, or digest kind, block size
-    and digests)."""
-    n = 8 if frame["checksum"] is not None else 0
-    if frame["digests"] is not None:
-        kind, block = frame["digests"]
-        n += 2 + -(-frame["stored_length"] // block) * (32 if kind == "sha256" else 8)
-    return n
+from support.signing import (
+    KEY,
+    NEW_KEY,
+    OLD_KEY,
+    PREAMBLE,
+    SIDE_EFFECTS,
+    SIG_LEN,
+    WRONG_KEY,
+    Sneaky,
+    _clear_side_effects,  # noqa: F401  (autouse fixture)
+    assert_equal,
+    mac_range,
+    sample_objects,
+    seal_len,
+)
+from support.wire import header_mac, read_uvarint
 
 
 def signed_payload(compression="zstd"):
@@ -267,11 +206,6 @@ def tamper_positions(blob: bytes, count: int, seed: int) -> list[int]:
     return sorted(positions)
 
 
-# The preamble (magic bytes and format version) is checked before the signature: a payload that
-# is not freight, or from another format version, says so; see test_tampered_preamble_is_refused.
-PREAMBLE = 5
-
-
 @pytest.mark.parametrize("compression", [None, "lz4", "zstd"], ids=["plain", "lz4", "zstd"])
 def test_every_tampered_byte_is_an_integrity_error(compression):
     _, blob = signed_payload(compression)
@@ -354,155 +288,6 @@ def test_attacker_without_the_key_cannot_forge():
         freight.loads_frames(frames, key=KEY)
     with pytest.raises(freight.IntegrityError):
         freight.loads_frames(freight.dumps_frames(Sneaky("forged"), key=WRONG_KEY), key=KEY)
-    assert SIDE_EFFECTS == []
-
-
-# ---------------------------------------------------------------------------------------------
-# Frame lists
-
-
-@pytest.mark.parametrize("compression", [None, "lz4", "zstd"], ids=["plain", "lz4", "zstd"])
-def test_signed_frames_round_trip(compression):
-    obj = sample_objects()["mixed"]
-    frames = freight.dumps_frames(obj, key=KEY, compression=compression)
-    unsigned = freight.dumps_frames(obj, compression=compression)
-    # No signature buffer: the header buffer ends with the signature, over the header alone.
-    assert len(frames) == len(unsigned)
-    header = bytes(frames[0])
-    assert len(header) == mac_range(header).stop
-    assert header[-SIG_LEN:] == header_mac(KEY, header)
-    assert [bytes(f) for f in frames[1:]] == [bytes(f) for f in unsigned[1:]]
-    # The same header as the single buffer's.
-    assert header == freight.dumps(obj, key=KEY, compression=compression)[: len(header)]
-    assert_equal(freight.loads_frames(frames, key=KEY), obj)
-    assert_equal(freight.loads_frames([bytes(f) for f in frames], key=[WRONG_KEY, KEY]), obj)
-    assert_equal(freight.loads_frames([bytearray(f) for f in frames], key=KEY, zero_copy=True), obj)
-    assert_equal(freight.loads_frames(frames), obj)  # no key: not required
-    with pytest.raises(freight.IntegrityError):
-        freight.loads_frames(frames, key=WRONG_KEY)
-    with pytest.raises(freight.IntegrityError):
-        freight.loads_frames(unsigned, key=KEY)
-    # With checksums as well.
-    checked = freight.dumps_frames(obj, key=KEY, compression=compression, checksum=True)
-    assert_equal(freight.loads_frames(checked, key=KEY), obj)
-
-
-@pytest.mark.parametrize("compression", [None, "zstd"], ids=["plain", "zstd"])
-def test_tampered_frames_are_refused(compression):
-    obj = {"x": Sneaky("frames"), "arr": np.arange(40_000), "text": "t" * 70_000}
-    frames = [bytes(f) for f in freight.dumps_frames(obj, key=KEY, compression=compression)]
-    assert len(frames) == 3  # header (ending with the signature), two frames
-    rng = random.Random(17)
-    decoded_before_refusal = []
-    for which, part in enumerate(frames):
-        positions = set(range(min(len(part), 40))) | {len(part) - 1}
-        positions |= {rng.randrange(len(part)) for _ in range(30)}
-        for pos in sorted(positions):
-            bad = list(frames)
-            mutated = bytearray(part)
-            mutated[pos] ^= rng.randrange(1, 256)
-            bad[which] = bytes(mutated)
-            # Header flags and header length: see test_tampered_frame_list_header_is_an_integrity_error.
-            if which == 0 and pos < PREAMBLE + 2:
-                with pytest.raises(freight.DeserializationError):
-                    freight.loads_frames(bad, key=KEY)
-            else:
-                with pytest.raises(freight.IntegrityError):
-                    freight.loads_frames(bad, key=KEY)
-                    pytest.fail(f"buffer {which} byte {pos}")
-            if SIDE_EFFECTS:
-                decoded_before_refusal.append((which, pos))
-                SIDE_EFFECTS.clear()
-    # Nothing decodes when the header (and its signature) was changed; a changed frame of a payload
-    # that runs pickle is caught before any node is decoded: see
-    # test_a_tampered_frame_is_refused_before_any_pickle_runs.
-    assert not [c for c in decoded_before_refusal if c[0] == 0], decoded_before_refusal
-    # Swapped, truncated, extended buffers: their lengths are in the signed header, so each is
-    # refused before anything is decoded (an IntegrityError when the lengths agree).
-    for bad in (
-        [frames[0], frames[2], frames[1]],
-        [frames[0], frames[1], frames[2][:-1]],
-        [frames[0], frames[1][:-1], frames[2]],
-        [frames[0], frames[1], frames[2] + b"\0"],
-        [*frames, header_mac(KEY, frames[0])],  # a 1.0 signature buffer added
-        [frames[0][:-SIG_LEN], *frames[1:]],  # the header signature dropped
-        [frames[0] + bytes(1), *frames[1:]],
-    ):
-        with pytest.raises(freight.DeserializationError):
-            freight.loads_frames(bad, key=KEY)
-    with pytest.raises(freight.IntegrityError):
-        freight.loads_frames([frames[0][:-SIG_LEN] + bytes(SIG_LEN), *frames[1:]], key=KEY)
-    assert SIDE_EFFECTS == []
-    # A frame's content replaced: refused (before any pickle runs: see the test below).
-    with pytest.raises(freight.IntegrityError, match="of frame 1"):
-        freight.loads_frames([frames[0], frames[1], b"y" * len(frames[2])], key=KEY)
-
-
-@pytest.mark.parametrize("layout", ["single", "frames"])
-def test_a_tampered_frame_is_refused_before_any_pickle_runs(layout):
-    obj = {"x": Sneaky("frames"), "arr": np.arange(40_000)}
-    if layout == "single":
-        blob = freight.dumps(obj, key=KEY)
-        frame = freight.inspect(blob)["frames"][0]
-        bad = bytearray(blob)
-        bad[frame["offset"] + 5] ^= 1
-        load, data = freight.loads, bytes(bad)
-    else:
-        parts = [bytes(p) for p in freight.dumps_frames(obj, key=KEY)]
-        load, data = freight.loads_frames, [parts[0], b"\1" + parts[1][1:]]
-    for kwargs in ({}, {"verify": False}):
-        with pytest.raises(freight.IntegrityError, match="block 0 of frame 0"):
-            load(data, key=KEY, **kwargs)
-        assert SIDE_EFFECTS == [], "a pickle ran before the tampered frame was refused"
-
-
-@pytest.mark.parametrize("compression", [None, "zstd"], ids=["plain", "zstd"])
-def test_tampered_frame_list_header_is_an_integrity_error(compression):
-    """Like loads, loads_frames given a key must check the signature before it parses the header
-    (docs/FORMAT.md, "Signatures"): every tampered header byte after magic and version is an
-    IntegrityError, as it is for the same bytes of a single-buffer payload."""
-    obj = {"arr": np.arange(40_000), "text": "t" * 70_000}
-    frames = [bytes(f) for f in freight.dumps_frames(obj, key=KEY, compression=compression)]
-    blob = freight.dumps(obj, key=KEY, compression=compression)
-    header = frames[0]
-    failures = []
-    for pos in range(PREAMBLE, len(header)):
-        for flip in (0x01, 0x10, 0x80, 0xFF):
-            bad = bytearray(header)
-            bad[pos] ^= flip
-            try:
-                freight.loads_frames([bytes(bad)] + frames[1:], key=KEY)
-            except freight.IntegrityError:
-                pass
-            except freight.DeserializationError as exc:
-                failures.append(f"header byte {pos} ^ {flip:#x}: {type(exc).__name__}: {exc}")
-            else:
-                failures.append(f"header byte {pos} ^ {flip:#x}: accepted")
-            # The single-buffer payload starts with the same bytes up to the frame table.
-            if pos < 7:
-                single = bytearray(blob)
-                single[pos] ^= flip
-                with pytest.raises(freight.IntegrityError):
-                    freight.loads(bytes(single), key=KEY)
-    assert not failures, "\n".join(failures[:10])
-
-
-def test_dropped_or_extra_buffers_are_refused():
-    obj = {"x": Sneaky("frames"), "arr": np.arange(40_000)}
-    frames = freight.dumps_frames(obj, key=KEY)
-    assert len(frames) == 2  # header (ending with the signature), the array's frame
-    header = bytes(frames[0])
-    for bad in (
-        frames[:-1],
-        frames + [frames[-1]],
-        frames + [header[-SIG_LEN:]],  # a signature buffer, as format 1.0 had
-        [frames[0], header[-SIG_LEN:]],
-        [header[:-SIG_LEN], frames[1], header[-SIG_LEN:]],  # the signature moved to the end
-    ):
-        with pytest.raises((freight.IntegrityError, freight.DeserializationError)):
-            freight.loads_frames(bad, key=KEY)
-        with pytest.raises(freight.DeserializationError):
-            freight.loads_frames(bad)
     assert SIDE_EFFECTS == []
 
 
