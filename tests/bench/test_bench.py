@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from freight.bench import ratios, report
+from freight.bench import causes, ratios, report
 from freight.bench.harness import KiB, MiB, parse_size
 from freight.bench.peers import peer_named
 from freight.bench.runner import Settings, run
@@ -210,7 +210,7 @@ def test_losses_hold_like_against_like() -> None:
         ("loads", "freight frames", "view-loads"): 0.25,
     }
     assert report.fmt_ratio(0.5) == "**0.50×**" and report.fmt_ratio(2) == "2.00×"
-    text = report.losses_table(results)[0]
+    text = "\n".join(report.losses_table(results))
     assert "| w | dumps | 1 KiB | freight | fast | **0.50×** |" in text
     assert "| freight | pickle-5 oob |" not in text and "| freight | view-loads |" not in text
 
@@ -226,7 +226,45 @@ def test_a_win_must_hold_in_every_allocator_state() -> None:
     assert c["ratio"] == 0.75 and c["state"] == "fresh"
     (lost,) = ratios.losses(results)
     assert (lost["ours"], lost["other"], lost["ratio"]) == ("freight", "pickle-5", 0.75)
-    assert "warm 1.50×, fresh 0.75×" in report.losses_table(results)[0]
+    assert "warm 1.50×, fresh 0.75×" in "\n".join(report.losses_table(results))
+
+
+def test_a_losing_checksum_cell_carries_its_measured_one_core_floor() -> None:
+    # copy 100, freight unchecked 110, checked 210 (hashing 100), pickle-5 120: the floor (copy +
+    # hash = 200) is itself slower than pickle-5: no one-core implementation wins the cell.
+    info = dict(_PEERS_INFO, **{"freight (checksum)": {"ours": True, "reference": False, "zero_copy": []}})
+    cell = [
+        _m("w", "1 MiB", "copy", "loads", 100),
+        _m("w", "1 MiB", "freight", "loads", 110),
+        _m("w", "1 MiB", "freight (checksum)", "loads", 210),
+    ]
+    results = {**_results(*cell, _m("w", "1 MiB", "pickle-5", "loads", 120)), "peers": info}
+    (lost,) = [c for c in ratios.losses(results) if c["ours"] == "freight (checksum)"]
+    text = causes.cause(lost, ratios.index(results))
+    assert "copy 100 ns + hash 100 ns" in text and "at best 0.60×" in text and "no one-core" in text
+    assert text in "\n".join(report.losses_table(results))
+    # A peer the floor beats: the loss is freight's own, and the cause says so.
+    results = {**_results(*cell, _m("w", "1 MiB", "pickle-5", "loads", 205)), "peers": info}
+    (lost,) = [c for c in ratios.losses(results) if c["ours"] == "freight (checksum)"]
+    assert "at best 1.02× (the rest is freight's)" in causes.cause(lost, ratios.index(results))
+
+
+def test_an_arrow_ipc_loss_is_set_against_the_validated_read() -> None:
+    info = dict(_PEERS_INFO, **{
+        "arrow ipc": {"ours": False, "reference": False, "zero_copy": ["loads"]},
+        causes.VALIDATED_IPC: {"ours": False, "reference": True, "zero_copy": ["loads"]},
+    })  # fmt: skip
+    results = {
+        **_results(
+            _m("w", "1M rows", "freight frames", "loads", 100),
+            _m("w", "1M rows", "arrow ipc", "loads", 10),
+            _m("w", "1M rows", causes.VALIDATED_IPC, "loads", 400),
+        ),
+        "peers": info,
+    }
+    (lost,) = ratios.losses(results)
+    assert lost["other"] == "arrow ipc"  # the validated read is a reference, never the best peer
+    assert "validate(full=True) it takes 400 ns: freight 4.00× that" in causes.cause(lost, ratios.index(results))
 
 
 @pytest.fixture(scope="module")

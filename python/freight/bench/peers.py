@@ -258,6 +258,14 @@ def _arrow_ipc_read(b: Any) -> Any:
     return pa.ipc.open_stream(b).read_all()
 
 
+def _arrow_ipc_read_validated(b: Any) -> Any:
+    """The IPC read, then the checks freight makes on untrusted bytes (offsets, UTF-8): the safe
+    way to read an IPC stream from elsewhere."""
+    t = _arrow_ipc_read(b)
+    t.validate(full=True)
+    return t
+
+
 def _torch_save(x: Any) -> bytes:
     import torch
 
@@ -373,6 +381,13 @@ PEERS: tuple[Peer, ...] = (
     Peer("polars parquet", _k("polars"), _pair(_pl_write_parquet, _pl_read_parquet)),
     # the stream is written as one copy, but read_all() returns arrays that view the payload
     Peer("arrow ipc", _k("arrow"), _pair(_arrow_ipc_write, _arrow_ipc_read), zero_copy=frozenset({"loads"})),
+    Peer(
+        "arrow ipc (validated)",
+        _k("arrow"),
+        _pair(_arrow_ipc_write, _arrow_ipc_read_validated),
+        zero_copy=frozenset({"loads"}),
+        reference=True,
+    ),
     Peer("torch.save", _k("torch", "torch-dict"), _pair(_torch_save, _torch_load)),
     Peer("safetensors", _k("torch", "torch-dict"), _pair(_safetensors_save, _safetensors_load), ("safetensors",)),
     Peer("lz4.frame", _k("compress"), _pair(_lz4_dumps, _lz4_loads), ("lz4",)),

@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from freight.bench.causes import cause
 from freight.bench.harness import fmt_bytes, fmt_ns, markdown_table
 from freight.bench.peers import BASELINE
 from freight.bench.ratios import DIRECTIONS, Comparison, compare_in, comparisons, index, labels, losses, pairs_for
@@ -161,11 +162,18 @@ def losses_table(results: dict[str, Any]) -> list[str]:
     lost = losses(results)
     if not lost:
         return ["Nowhere in this run."]
+    idx = index(results)
     rows = [
-        [c["workload"], c["direction"], c["label"], c["ours"], c["other"], fmt_ratio(c["ratio"]), _states_note(c)]
+        [c["workload"], c["direction"], c["label"], c["ours"], c["other"], fmt_ratio(c["ratio"]), _states_note(c), cause(c, idx)]
         for c in lost
     ]
-    return [markdown_table(["workload", "direction", "size", "freight row", "loses to", "ratio", "by state"], rows)]
+    header = ["workload", "direction", "size", "freight row", "loses to", "ratio", "by state", "measured cause"]
+    return [
+        "A measured cause is a floor the same run measured (freight.bench.causes): where the floor "
+        "itself is slower than the peer, no implementation that keeps freight's checks wins the cell.",
+        "",
+        markdown_table(header, rows),
+    ]
 
 
 def _intro(results: dict[str, Any]) -> list[str]:
