@@ -82,9 +82,16 @@ class DispatchTables:
     a registration changes."""
 
     def __new__(cls, pending: dict[str, str], load_library: Callable[[str], bool]) -> Self: ...
-    def update(self, types: dict[type, _Entry], native: dict[type, _Entry], predicates: Iterable[_Entry]) -> None:
+    def update(
+        self,
+        types: dict[type, _Entry],
+        native: dict[type, _Entry],
+        predicates: Iterable[_Entry],
+        tags: dict[str, _Entry],
+    ) -> None:
         """Replaces the contents: exact type -> entry over all layers, its part for natively
-        encoded types, and the entries that decide per object, in order."""
+        encoded types, the entries that decide per object, in order, and tag -> entry over all
+        layers (what decoding looks a payload's tags up in)."""
     def types(self) -> dict[type, _Entry]:
         """Exact type -> entry (a new dict)."""
     def predicates(self) -> list[_Entry]:

@@ -254,7 +254,8 @@ class Registry:
         self._children: weakref.WeakSet[Registry] = weakref.WeakSet()
         # What the Rust walker looks up, derived from this layer and its parents and replaced
         # (in place, on the Rust side) whenever any layer changes: Codec takes it from
-        # dispatch_tables(); Rust reads nothing else of a Registry but by_tag(). _PENDING, shared
+        # dispatch_tables(); Rust reads nothing else of a Registry but by_tag(), for a tag the tables do
+        # not hold yet. _PENDING, shared
         # by all registries: libraries whose built-in serializers are not loaded yet.
         self._tables = DispatchTables(_PENDING, _load_library)
         if parent is not None:
@@ -323,7 +324,10 @@ class Registry:
         # overrides the native encoding); other types are looked up when the walker meets them.
         native = {t: e for t, e in view.items() if t in _NATIVE_TYPES}
         predicates = [e for layer in self._layers() for e in layer._predicates]
-        self._tables.update(view, native, predicates)
+        tags: dict[str, Entry] = {}
+        for layer in reversed(self._layers()):
+            tags.update(layer._by_tag)
+        self._tables.update(view, native, predicates, tags)
         for child in list(self._children):
             child._rebuild()
 

@@ -136,7 +136,7 @@ impl Codec {
         parts: freight_core::Parts<crate::decode::input::Input>,
         opts: DecodeOptions,
     ) -> Result<Bound<'py, PyAny>> {
-        let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
+        let ctx = DecodeCtx::new(py, parts, &self.dispatch, opts)?;
         decode(py, ctx)
     }
 
@@ -337,7 +337,7 @@ impl Codec {
         let (allow_pickle, allowed_tags) = (opts.allow_pickle, opts.allowed_tags.take());
         opts.allow_pickle = true;
         let parts = freight_core::Parts::Single(export_input(data)?);
-        let ctx = DecodeCtx::new(py, parts, self.dispatch.registry(py), opts)?;
+        let ctx = DecodeCtx::new(py, parts, &self.dispatch, opts)?;
         let (start, end, base) = node;
         ctx.check_node(
             py,

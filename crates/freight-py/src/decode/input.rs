@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyList, PyTuple};
 
 use crate::buffer::{frame_memoryview, maybe_detach, FrameBuffer, Owner, RawBuffer};
+use crate::encode::dispatch::DispatchRefs;
 use crate::errors::{Error, Result};
 
 /// An exported input buffer, shared by the payload and every view of it.
@@ -144,7 +145,7 @@ fn unsafe_serializer(tag: &str) -> Error {
 fn resolve_tags(
     py: Python<'_>,
     payload: &Payload<Input>,
-    registry: &Bound<'_, PyAny>,
+    registry: &DispatchRefs,
     opts: &DecodeOptions,
 ) -> Result<Vec<Py<PyAny>>> {
     let header = payload.header();
@@ -159,7 +160,7 @@ fn resolve_tags(
         // the payload is refused either way).
         let unsafe_tag = header.tags.iter().find(|tag| {
             registry
-                .call_method1(pyo3::intern!(py, "by_tag"), (tag.as_str(),))
+                .by_tag(py, tag)
                 .and_then(|entry| safe(&entry))
                 .is_ok_and(|safe| !safe)
         });
@@ -174,7 +175,7 @@ fn resolve_tags(
     }
     let mut entries = Vec::with_capacity(header.tags.len());
     for tag in &header.tags {
-        let entry = registry.call_method1(pyo3::intern!(py, "by_tag"), (tag.as_str(),))?;
+        let entry = registry.by_tag(py, tag)?;
         if !opts.allow_pickle && !safe(&entry)? {
             return Err(unsafe_serializer(tag));
         }
@@ -267,7 +268,7 @@ impl DecodeCtx {
     pub fn new(
         py: Python<'_>,
         parts: Parts<Input>,
-        registry: &Bound<'_, PyAny>,
+        registry: &DispatchRefs,
         opts: DecodeOptions,
     ) -> Result<Rc<Self>> {
         let payload = open(py, parts, &opts.open_options())?;

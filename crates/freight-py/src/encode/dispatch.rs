@@ -38,6 +38,10 @@ pub struct DispatchTables {
     types: Py<PyDict>,
     native: Py<PyDict>,
     predicates: Py<PyList>,
+    /// Tag -> entry over all layers (a child's registration hides its parent's): what decoding
+    /// looks a payload's tags up in without a Python call. A tag missing here goes to the
+    /// registry's `by_tag` (a library's serializers loaded on first use, or the error).
+    tags: Py<PyDict>,
     /// Libraries whose built-in serializers are not loaded yet (top-level module -> serializer
     /// module), shared by every registry and emptied by `load_library` as they load.
     pending: Py<PyDict>,
@@ -71,6 +75,7 @@ impl DispatchTables {
             types: PyDict::new(py).unbind(),
             native: PyDict::new(py).unbind(),
             predicates: PyList::empty(py).unbind(),
+            tags: PyDict::new(py).unbind(),
             pending: pending.unbind(),
             load_library: load_library.unbind(),
             generation: AtomicU64::new(0),
@@ -81,16 +86,18 @@ impl DispatchTables {
     /// Replaces the tables' contents: `types` maps exact types to entries over all layers,
     /// `native` is its part for types the walker encodes natively (a registration there
     /// overrides the native encoding), `predicates` the entries that decide per object, in
-    /// order.
+    /// order; `tags` maps each tag to its entry over all layers.
     fn update(
         &self,
         types: &Bound<'_, PyDict>,
         native: &Bound<'_, PyDict>,
         predicates: &Bound<'_, PyAny>,
+        tags: &Bound<'_, PyDict>,
     ) -> PyResult<()> {
         let py = types.py();
         replace_items(self.types.bind(py), types)?;
         replace_items(self.native.bind(py), native)?;
+        replace_items(self.tags.bind(py), tags)?;
         let fresh = PyList::new(py, predicates.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
         let list = self.predicates.bind(py);
         list.set_slice(0, list.len(), &fresh)?;
@@ -148,6 +155,18 @@ impl DispatchRefs {
 
     pub fn registry<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
         self.registry.bind(py)
+    }
+
+    /// The entry registered for `tag`: from the tables (no Python call), else from the
+    /// registry's `by_tag`, which loads a library's serializers on first use or raises
+    /// `UnknownTagError` / `MissingDependencyError`.
+    pub fn by_tag<'py>(&self, py: Python<'py>, tag: &str) -> PyResult<Bound<'py, PyAny>> {
+        if let Some(entry) = self.tables.get().tags.bind(py).get_item(tag)? {
+            return Ok(entry);
+        }
+        self.registry
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "by_tag"), (tag,))
     }
 }
 
