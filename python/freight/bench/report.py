@@ -164,7 +164,16 @@ def losses_table(results: dict[str, Any]) -> list[str]:
         return ["Nowhere in this run."]
     idx = index(results)
     rows = [
-        [c["workload"], c["direction"], c["label"], c["ours"], c["other"], fmt_ratio(c["ratio"]), _states_note(c), cause(c, idx)]
+        [
+            c["workload"],
+            c["direction"],
+            c["label"],
+            c["ours"],
+            c["other"],
+            fmt_ratio(c["ratio"]),
+            _states_note(c),
+            cause(c, idx),
+        ]
         for c in lost
     ]
     header = ["workload", "direction", "size", "freight row", "loses to", "ratio", "by state", "measured cause"]
