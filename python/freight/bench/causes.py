@@ -4,9 +4,10 @@ A cell of "Where freight is slower" carries a cause when the same run measured w
 
 - ``freight (checksum)`` against a peer that checks nothing: the one-core floor is one copy (the
   ``copy`` row or freight's own unchecked call, whichever is faster) plus the hash over the bytes
-  (what checksums add to freight's own time, xxh3 at tens of GB/s): when even that floor is slower than the peer, no one-core writer or reader that
-  checks every byte can win the cell. (A second core costs more to wake than it saves at these
-  sizes on the machines measured: docs/ARCHITECTURE.md, "Compression, checksums and signatures".)
+  (what checksums add to freight's own time, xxh3 at tens of GB/s): when even that floor is
+  slower than the peer, no one-core writer or reader that checks every byte can win the cell.
+  (A second core costs more to wake than it saves at these sizes on the machines measured:
+  docs/ARCHITECTURE.md, "Compression, checksums and signatures".)
 - ``freight frames`` against ``arrow ipc``: Arrow's IPC reader checks no offsets and no UTF-8,
   which untrusted bytes need before pyarrow reads them (docs/SECURITY.md); ``arrow ipc
   (validated)`` is the same read followed by ``Table.validate(full=True)``, measured beside it.
