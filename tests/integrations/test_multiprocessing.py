@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pytest
 
+import freight
 import freight.integrations.multiprocessing as fmp
 from freight import shm
 
@@ -361,6 +362,32 @@ def test_allow_pickle_false_refuses_a_gadget(tmp_path):
         q2 = ctx.Queue()
         q2.put(np.ones(BIG // 8))
         assert equal(np.ones(BIG // 8), q2.get(timeout=60))
+    finally:
+        fmp.uninstall()
+
+
+def test_only_messages_holding_references_are_marked_for_the_receiver():
+    # A message that holds a shared-memory reference ends with a mark after pickle's STOP, which
+    # makes the receiving loads set up for reading it; a plain message ends with STOP and goes
+    # straight to pickle. Both still load with plain pickle (it stops at STOP).
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    fmp.install()
+    try:
+        big = np.arange(BIG // 8)
+        small = ForkingPickler.dumps((7, 3, (True, [4])))
+        marked = ForkingPickler.dumps(("task", big))
+        in_band = ForkingPickler.dumps(("task", np.arange(10)))  # frames in the stream: no reference
+        assert bytes(small[-1:]) == pickle.STOP and bytes(in_band[-1:]) == pickle.STOP
+        assert bytes(marked[-2:]) == pickle.STOP + fmp._CARRIES
+        assert ForkingPickler.loads(small) == (7, 3, (True, [4]))
+        assert ForkingPickler.loads(in_band)[1].tolist() == list(range(10))
+        name, back = ForkingPickler.loads(marked)
+        assert name == "task" and equal(big, back)
+        # A marked message whose segment is gone fails as before (a RefError), not silently.
+        with pytest.raises(freight.RefError):
+            ForkingPickler.loads(marked)
     finally:
         fmp.uninstall()
 

@@ -29,6 +29,14 @@ _BACKEND = carrier.SharedMemory()
 #: reference that cannot be read is appended to it instead of raised: that ``loads`` fails the
 #: whole message in the way its receiver can report (a Pool's handler threads stop at any error).
 CATCHING = threading.local()
+#: Per thread, how many shared-memory references reduce_value has handed out (``SENT.n``): the
+#: multiprocessing integration's ``dumps`` marks a message that holds any, so that its ``loads``
+#: sets up for them (CATCHING, the tracker's held-back messages) only then.
+SENT = threading.local()
+
+
+def sent() -> int:
+    return getattr(SENT, "n", 0)
 
 
 def options() -> dict[str, Any]:
@@ -61,6 +69,7 @@ def reduce_value(
         ref = carrier.put(carrier.Frames(frames), _BACKEND, threshold=limit, writable=writable)
     except RefError:
         return None  # /dev/shm missing or full: the pipe, as without freight (nothing was left behind)
+    SENT.n = sent() + 1
     return (load, (bytes(ref), zero_copy))
 
 

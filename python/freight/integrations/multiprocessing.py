@@ -24,10 +24,12 @@ anything, calls :func:`_started`, which installs freight there with the parent's
 
 from __future__ import annotations
 
+import io
 import pickle
 import sys
 import threading
 from collections.abc import Iterable
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import freight
@@ -43,7 +45,6 @@ TYPES = ("numpy", "pandas", "polars", "pyarrow", "torch")
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {
     "installed": False, "previous_override": None, "previous_loads": None, "previous_dumps": None, "loads": None,
-    "dumps": None,
 }  # fmt: skip
 _KINDS: dict[type, Any] = {}  # exact type -> how its frames are shared (None: not ours)
 
@@ -241,12 +242,24 @@ def _restricted_loads(data: Any, /, **kwargs: Any) -> Any:
 # -- a value whose reference cannot be read: its receiver reports it, a Pool does not hang -------------
 
 
+#: what ``_dumps`` appends, after pickle's STOP, to a message that holds shared-memory references
+#: (pickle stops reading at STOP: any unpickler reads the message as before); a message without it
+#: ends with STOP, and ``_loads`` hands it to pickle without setting anything up
+_CARRIES = b"\x01"
+_STOP = pickle.STOP[0]
+
+
 def _loads(data: Any, /, **kwargs: Any) -> Any:
     """ForkingPickler's ``loads`` while installed. A value whose reference cannot be read (segment
     gone, forged) fails its whole message: the RefError is raised here (a ProcessPoolExecutor then
     reports BrokenProcessPool with it as the cause), except in a Pool's worker and result thread,
     which stop at any error and leave ``map`` waiting for ever: there the task or the result becomes
     that error, which the Pool's caller gets."""
+    if data and data[-1] == _STOP:
+        # No shared-memory reference in this message (see _CARRIES): nothing to catch or hold
+        # back. Most pool messages are small tasks and results; the set-up below cost each
+        # about 6k instructions, more than pickle's own loads of them.
+        return _STATE["loads"](data, **kwargs)
     before = getattr(_shared_frames.CATCHING, "failed", None)
     failed: list[Exception] = []
     _shared_frames.CATCHING.failed = failed
@@ -277,8 +290,15 @@ def _dumps(obj: Any, protocol: int | None = None) -> Any:
     :func:`_loads` held back (in the same message as this one's segments when it has any). A
     worker so tells the tracker about the task's segment before its result leaves: a pool
     terminated once it has the results leaves nothing registered that is gone."""
+    before = _shared_frames.sent()
     try:
-        return _STATE["dumps"](obj, protocol)
+        # ForkingPickler.dumps' own three lines, with the mark written before the buffer is handed
+        # out (appending after would copy the message).
+        buf = io.BytesIO()
+        ForkingPickler(buf, protocol).dump(obj)
+        if _shared_frames.sent() != before:
+            buf.write(_CARRIES)
+        return buf.getbuffer()
     finally:
         shm.flush_tracker()
 
@@ -315,8 +335,6 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
     trusted = tuple(trusted)
     if any(not isinstance(m, str) or not m for m in trusted):
         raise InstallError(f"trusted must name modules as strings, not {trusted!r}")
-    from multiprocessing.reduction import ForkingPickler
-
     with _LOCK:
         limit = carrier.threshold(threshold, integration="processes")
         _shared_frames.set_options(threshold=limit, allow_pickle=allow_pickle, trusted=trusted)
@@ -325,7 +343,6 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
             _STATE["previous_override"] = None if current is None else current.__get__(None, ForkingPickler)
             _STATE["previous_loads"] = ForkingPickler.__dict__.get("loads")
             _STATE["previous_dumps"] = ForkingPickler.__dict__.get("dumps")
-            _STATE["dumps"] = ForkingPickler.dumps  # bound: a classmethod
             ForkingPickler.reducer_override = staticmethod(reduce)  # type: ignore[attr-defined]
             ForkingPickler.dumps = staticmethod(_dumps)  # type: ignore[method-assign,assignment]
             _STATE["installed"] = True
@@ -340,8 +357,6 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
 def uninstall() -> None:
     """Gives ForkingPickler back its previous behaviour in this process (workers already started
     keep theirs until they exit)."""
-    from multiprocessing.reduction import ForkingPickler
-
     with _LOCK:
         if not _STATE["installed"]:
             return
