@@ -37,11 +37,21 @@ def _cases() -> dict[str, Any]:
     return out
 
 
+def _peer_cases(peer: str, only: str) -> dict[str, Any]:
+    """The cases `peer` runs: msgspec has no polars support, so it skips the frames."""
+    return {k: v for k, v in _cases().items() if only in k and not (peer == "msgspec" and "polars" in k)}
+
+
 def _codecs(peer: str) -> tuple[Any, Any]:
     if peer == "freight":
         import freight
 
         return freight.dumps, freight.loads
+    if peer == "msgspec":  # not a target; its cells show what a schema-less binary codec costs
+        import msgspec
+
+        enc, dec = msgspec.msgpack.Encoder(), msgspec.msgpack.Decoder()
+        return enc.encode, dec.decode
     return partial(pickle.dumps, protocol=5), pickle.loads  # as freight bench calls it
 
 
@@ -52,7 +62,7 @@ def _calls(name: str, base: int) -> int:
 def _child(peer: str, only: str, calls: int) -> None:
     """Runs under callgrind: one dump per phase (os.getppid is the marker)."""
     dumps, loads = _codecs(peer)
-    cases = {k: v for k, v in _cases().items() if only in k}
+    cases = _peer_cases(peer, only)
     mark = os.getppid
 
     def nothing(x: Any) -> Any:
@@ -95,7 +105,7 @@ def _measure(peer: str, only: str, calls: int) -> dict[str, tuple[float, float]]
         totals = _totals(out)
     # parts: start-up, empty loop, then (warm-up, dumps, loads) per case, then the exit.
     loop = totals[1] / calls
-    names = [k for k in _cases() if only in k]
+    names = list(_peer_cases(peer, only))
     result = {}
     for i, name in enumerate(names):
         n = _calls(name, calls)
@@ -108,6 +118,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help="cases whose name contains this")
     ap.add_argument("--calls", type=int, default=200, help="calls per case (records: 1/100 of it)")
+    ap.add_argument("--msgspec", action="store_true", help="also count msgspec.msgpack (not a target)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -115,11 +126,18 @@ def main() -> None:
         return
     ours = _measure("freight", args.only, args.calls)
     theirs = _measure("pickle-5", args.only, args.calls)
+    msgspec = _measure("msgspec", args.only, args.calls) if args.msgspec else {}
     print(f"{'case':<20} {'freight dumps':>14} {'pickle dumps':>13} {'ratio':>6}   "
           f"{'freight loads':>14} {'pickle loads':>13} {'ratio':>6}")  # fmt: skip
     for name, (fd, fl) in ours.items():
         pd, pl = theirs[name]
         print(f"{name:<20} {fd:>14,.0f} {pd:>13,.0f} {pd / fd:>6.2f}   {fl:>14,.0f} {pl:>13,.0f} {pl / fl:>6.2f}")
+    for name, (md, ml) in msgspec.items():
+        fd, fl = ours[name]
+        row = f"{md:>14,.0f} {'':>13} {md / fd:>6.2f}   {ml:>14,.0f} {'':>13} {ml / fl:>6.2f}"
+        print(f"{'msgspec ' + name:<20} {row}")
+    if msgspec:  # its C call costs less than the empty loop's Python call: figures near 0 or below
+        print("msgspec rows: msgspec's own instructions in the freight columns, ratio msgspec / freight")
     print("ratio: pickle-5 instructions / freight instructions (above 1: freight runs fewer)")
 
 

@@ -384,6 +384,19 @@ fn compact_in_place(trees: &mut [TreeWriter]) {
         .any(|t| t.marks.iter().any(|m| m.is_ref || m.kept));
     // The new number of each slot, None where no reference uses it (all of them when nothing
     // is referenced: the common case of objects merely held elsewhere).
+    if referenced && slots <= 64 {
+        // Every slot used (a root container's kept marker, keys referenced in order): the bytes
+        // are final. Told from a bit mask, without allocating the table below, which cost a
+        // third of this function's ~370 instructions in a 10-key dict's dumps.
+        let used = trees
+            .iter()
+            .flat_map(|t| &t.marks)
+            .filter(|m| (m.is_ref || m.kept) && (m.slot as usize) < slots)
+            .fold(0u64, |mask, m| mask | 1 << m.slot);
+        if used == u64::MAX >> (64 - slots) {
+            return;
+        }
+    }
     let mut renumbered: Vec<Option<u32>> = Vec::new();
     if referenced {
         renumbered = vec![None; slots];

@@ -500,3 +500,42 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn compaction_is_the_same_on_both_sides_of_64_slots() {
+    // Up to 64 slots "every slot used" is told from a bit mask; past it, from the slot table.
+    // Slot 1 unused: the marker goes and the later references shift down; all used: unchanged.
+    for slots in [3u32, 64, 65, 70] {
+        for skip in [None, Some(1u32)] {
+            let (mut w, mut want) = (TreeWriter::new(), TreeWriter::new());
+            let n = 2 * slots as usize;
+            w.container(Tag::List, n);
+            want.container(Tag::List, n);
+            for slot in 0..slots {
+                w.memo(slot, false);
+                w.container(Tag::List, 0);
+                if skip != Some(slot) {
+                    want.memo(0, false);
+                }
+                want.container(Tag::List, 0);
+            }
+            for slot in 0..slots {
+                let used = skip != Some(slot);
+                // A used slot is referenced; an unused one's place is taken by an empty list.
+                if used {
+                    w.reference(slot);
+                    let renumbered = match skip {
+                        Some(s) if slot > s => slot - 1,
+                        _ => slot,
+                    };
+                    want.reference(renumbered);
+                } else {
+                    w.container(Tag::List, 0);
+                    want.container(Tag::List, 0);
+                }
+            }
+            let out = freight_core::compact_memo(vec![w]).pop().unwrap();
+            assert_eq!(out, want.into_bytes(), "{slots} slots, skipping {skip:?}");
+        }
+    }
+}
