@@ -472,7 +472,7 @@ mod tests {
         let half: Vec<u8> = random[..1 << 19]
             .iter()
             .copied()
-            .chain([0u8; 1 << 19])
+            .chain(std::iter::repeat_n(0u8, 1 << 19))
             .collect();
         let first = decide(&half, None, AUTO_MIN, GBPS);
         assert!((0..20).all(|_| decide(&half, None, AUTO_MIN, GBPS) == first));
