@@ -109,7 +109,7 @@ class S3Server:
 # Written before each timed call (see the module's docstring): twice a 32 MiB L3.
 EVICT_BYTES = 64 * MiB
 # Rounds past ``repeat`` run while a case has taken less than this (seconds), up to MAX_ROUNDS.
-ROUND_BUDGET_S, MAX_ROUNDS = 2.0, 40
+ROUND_BUDGET_S, MAX_ROUNDS = 2.0, 100
 
 
 class _CacheEvictor:
