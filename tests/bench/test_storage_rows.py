@@ -18,6 +18,8 @@ def test_storage_rows_at_toy_sizes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(storage, "ARRAY_BYTES", 2 << 20)
     monkeypatch.setattr(storage, "LONG_ROWS", 1_000_000)
     monkeypatch.setattr(storage, "TABLE_ROWS", 20_000)
+    monkeypatch.setattr(storage, "ROUND_BUDGET_S", 0.0)  # the --repeat rounds alone
+    monkeypatch.setattr(storage, "EVICT_BYTES", 1 << 20)
     out = tmp_path / "out"
     assert bench_main(["--storage", "--quick", "--repeat", "1", "--no-plots", "--out", str(out)]) == 0
     text = capsys.readouterr().out
@@ -30,4 +32,5 @@ def test_storage_rows_at_toy_sizes(tmp_path, monkeypatch, capsys):
     bytes_row = by_name["s3: one array of 8 x 2 MiB, bytes read"]
     assert bytes_row["passed"] and bytes_row["value"] <= 1.05
     assert by_name["s3: 1,000 rows of a 1M-row float64 array, bytes read"]["value"] <= 1 << 20
+    assert all(r["rounds"] == 1 for r in results["rows"])
     assert (out / "storage.md").read_text().startswith("# Values read in part")

@@ -10,7 +10,6 @@ from typing import Any
 from freight import _api
 from freight._lazy.source import FileSource, StoreSource
 from freight._lazy.value import LazyArray, LazyValue
-from freight.exceptions import PathError
 
 __all__ = ["lazy", "open_stored", "LazyValue", "LazyArray"]
 
@@ -52,14 +51,9 @@ def open_stored(native: Any, key: str, freight: Any, options: dict[str, Any], ru
     folder store's file is mapped, as ``freight.lazy`` maps a path: the mapping keeps the version
     it opened, whatever replaces the file later)."""
     options = _check(options, "Store.lazy")
-    path = native.local_path(key)
-    if path is not None:
-        try:
-            source: Any = FileSource(path)
-        except PathError:
-            native.head(key)  # KeyNotFoundError, as for other stores, rather than a path error
-            raise
-        source.name = f"{native.url}: {key!r}"
+    source: Any
+    if native.backend == "file":
+        source = FileSource.of_store(native, key)
     else:
         source = StoreSource(native, key)
     return LazyValue._open(source, freight, options, run)
