@@ -4,31 +4,27 @@
 
 A value's large frames are written once into a named POSIX shared-memory segment (a tmpfs file
 under ``/dev/shm``); the message carries a reference naming the segment. The receiver opens the
-segment, **unlinks it at once**, maps it privately
-(``MAP_PRIVATE``: copy on write) and closes the descriptor, so from then on the segment has no
-name and is freed by the kernel when the last array viewing the mapping goes.
+segment, takes a shared lock on it, **claims it by unlinking the name**, and maps it privately
+(``MAP_PRIVATE``: copy on write). The writer keeps the segment's pages for its next value once
+nobody holds that lock any more (:mod:`freight._shm_pool`); otherwise the kernel frees them with
+the last mapping.
 
-Why named segments rather than a memfd passed with ``multiprocessing.reduction.DupFd``: on
-pipes (what ``Pool`` and ``ProcessPoolExecutor`` use) a descriptor cannot travel in the message,
-so ``DupFd`` parks a duplicate in the *sender's* resource-sharer thread until the receiver
-connects to fetch it. A message then dies with its sender (a ``Queue`` producer that exits after
-``put``, a pool worker retired by ``maxtasksperchild``) and a message never received keeps the
-memory in the sender for its whole life. A named segment outlives its sender like bytes in a
-pipe do; the one leak it allows (a message never received) is covered by multiprocessing's
-resource tracker, which unlinks every name still registered when the last process of the program
-exits, ``kill -9`` included. See docs/integrations/multiprocessing.md for the lifecycle.
+Why named segments rather than a memfd passed with ``multiprocessing.reduction.DupFd``: on pipes
+(what ``Pool`` and ``ProcessPoolExecutor`` use) a descriptor cannot travel in the message, so
+``DupFd`` parks a duplicate in the *sender's* resource-sharer thread until the receiver connects
+to fetch it: a message dies with its sender, and one never received keeps the memory in the sender
+for its whole life. A named segment outlives its sender like bytes in a pipe do; the one leak it
+allows (a message never received) is covered by multiprocessing's resource tracker, which unlinks
+every name still registered when the last process of the program exits, ``kill -9`` included
+(:mod:`freight._shm_tracker`). See docs/integrations/multiprocessing.md for the lifecycle.
 
 **Lending a received segment back** (no copy): a process that sends on a frame lying in a segment
 it received, unchanged (``/proc/self/pagemap`` shows none of its pages copied on write), does not
-write it again. The loan's name (:func:`lent`: a key in the carrier's ``Ref``) names the process,
-its descriptor of the segment and the segment's identity (device, inode); the receiver opens
-``/proc/<pid>/fd/<fd>``, checks the identity, maps it and acknowledges by sending the loan's token
-to the lender's acknowledgement socket (a Unix datagram socket in the abstract namespace: it has no
-file, and goes with its process). The lender keeps the mapping pinned until it reads that
-acknowledgement (whenever it writes, attaches or lends again). A lender that exits with a loan
-unacknowledged first copies the segment to the fallback name the loan's name starts with
-(registered with the resource tracker, like any segment), which the receiver opens when the lender
-is gone.
+write it again. The loan's name (:mod:`freight._shm_loans`) names the process, its descriptor of
+the segment and the segment's identity; the receiver opens ``/proc/<pid>/fd/<fd>``, checks the
+identity, locks and maps it and acknowledges the loan. The lender keeps the mapping pinned until
+it reads that acknowledgement; one that exits first copies the segment to the fallback name the
+loan's name starts with (registered with the resource tracker), which the receiver opens then.
 
 No ``/dev/shm`` or not enough room in it: :func:`write` returns False and writes nothing (the
 carrier raises ``RefError``, and the process integrations send the value through the pipe).
@@ -37,6 +33,7 @@ carrier raises ``RefError``, and the process integrations send the value through
 from __future__ import annotations
 
 import errno
+import fcntl
 import mmap
 import os
 import secrets
@@ -45,11 +42,18 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from freight import _shm_loans as _loans
+from freight import _shm_pool as _pool
+from freight import _shm_tracker as _tracking
+from freight._shm_tracker import defer_unregistering
+from freight._shm_tracker import flush as flush_tracker
+from freight._shm_tracker import ready as tracker_ready
 from freight.exceptions import DeserializationError, RefError, RefGoneError
 
 __all__ = [
     "DIRECTORY", "PREFIX", "SharedMemoryLostError", "write", "attach", "discard", "lent", "open_loan", "is_loan",
-    "end_loan", "stats", "available", "segments",
+    "end_loan", "stats", "available", "segments", "release_pool", "POOLED_SUFFIX", "defer_unregistering",
+    "flush_tracker", "tracker_ready",
 ]  # fmt: skip
 
 DIRECTORY = "/dev/shm"
@@ -58,11 +62,14 @@ DIRECTORY = "/dev/shm"
 LENDABLE = int(os.environ.get("FREIGHT_SHM_LENDABLE", "256"))
 #: Segment names are ``frt-<creator pid>-<random>``: the pid tells a leak's origin at a glance.
 PREFIX = "frt-"
+#: a pooled segment's own name ends so (:mod:`freight._shm_pool`)
+POOLED_SUFFIX = _pool.SUFFIX
 
 _CHUNK = 1 << 30  # one write() moves at most ~2 GiB on Linux
 
 _LOCK = threading.RLock()  # re-entered by a mapping's finalizer run by the collector
-_STATS = {"segments": 0, "bytes": 0, "fallbacks": 0, "attached": 0, "lent": 0, "lent_bytes": 0}
+_STATS = {"segments": 0, "bytes": 0, "fallbacks": 0, "attached": 0, "lent": 0, "lent_bytes": 0, "reused": 0,
+          "reused_bytes": 0}  # fmt: skip
 
 
 class SharedMemoryLostError(RefGoneError):
@@ -72,7 +79,8 @@ class SharedMemoryLostError(RefGoneError):
 def stats() -> dict[str, int]:
     """Counters of this process: segments written and their bytes, values that fell back to the
     pipe (``/dev/shm`` missing or full), segments attached, segments lent back without a copy and
-    their bytes. Tests use them to prove the path."""
+    their bytes, segments written into the pages of a pooled one again and their bytes. Tests use
+    them to prove the path."""
     with _LOCK:
         return dict(_STATS)
 
@@ -93,121 +101,139 @@ def available() -> bool:
     return _AVAILABLE
 
 
-#: Unregistrations held back (:func:`defer_unregistering`) to ride with this process's next
-#: message to the resource tracker: each message wakes the tracker, and on a busy machine a
-#: wake-up costs the writer the rest of its time slice (measured at 1-5 ms a message under load,
-#: four messages per value sent to a worker and back). At most ``_DEFER_MAX`` lines are held: one
-#: write stays under PIPE_BUF (atomic, never interleaved with another process's messages).
-_DEFERRED: list[str] = []
-_DEFER_MAX = 32
-_DEFERRING = threading.local()
-
-
-def defer_unregistering(on: bool) -> None:
-    """While on, segments this thread receives are unregistered with the process's next tracker
-    message, not at once. Only for a caller that calls :func:`flush_tracker` before it replies
-    (the multiprocessing integration does after every message it sends): an entry left with the
-    tracker at the program's end is reported by it as a leak."""
-    _DEFERRING.on = on
-
-
-def flush_tracker() -> None:
-    """Sends the held-back unregistrations to the resource tracker, in one message."""
-    if _DEFERRED:
-        _tracker_send("")
-
-
 def _tracker(action: str, name: str, defer: bool = False) -> None:
-    """Registers (or unregisters) ``name`` with multiprocessing's resource tracker, which unlinks
-    whatever is still registered when the last process sharing the tracker exits."""
-    line = f"{action.upper()}:/{name}:shared_memory\n"
     if defer:
         _exit_hook()  # what is still held when the process exits is sent then (_settle_at_exit)
-        with _LOCK:
-            _DEFERRED.append(line)
-            if len(_DEFERRED) < _DEFER_MAX:
-                return
-        line = ""
-    _tracker_send(line)
-
-
-def _tracker_send(line: str) -> None:
-    from multiprocessing import resource_tracker
-
-    with _LOCK:
-        held = "".join(_DEFERRED)
-        _DEFERRED.clear()
-    # The public register() probes the tracker with a write before each message: two writes and
-    # two wake-ups of the tracker per call, for every segment. Once the tracker runs, one write of
-    # the same messages does (a dead tracker fails the write: then the public calls restart it).
-    fd = getattr(resource_tracker._resource_tracker, "_fd", None)
-    if fd is not None:
-        try:
-            os.write(fd, (held + line).encode("ascii"))
-            return
-        except OSError:
-            pass
-    for message in (held + line).splitlines():
-        action, name, _ = message.split(":")
-        try:
-            getattr(resource_tracker, action.lower())(name, "shared_memory")
-        except Exception:  # noqa: BLE001 - a tracker that cannot start must not fail the send
-            pass
-
-
-def tracker_ready() -> None:
-    """Starts the resource tracker in this process now, so that processes forked later share it
-    (one tracker per program: a name registered with one and unregistered with another would be
-    reported as leaked at exit)."""
-    from multiprocessing import resource_tracker
-
-    try:
-        resource_tracker.ensure_running()
-    except Exception:  # noqa: BLE001
-        pass
+    _tracking.send(action, name, defer)
 
 
 def write(name: str, frames: Sequence[Any]) -> bool:
-    """Writes ``frames`` (buffers) back to back into the new segment ``name`` (``frt-...``).
-    False when shared memory cannot take them (none, or not 64 MiB to spare after them): nothing is
-    left behind."""
+    """Writes ``frames`` (buffers) back to back into the new segment ``name`` (``frt-...``): into
+    a segment of this process's pool that nobody uses any more when one fits (no page allocated;
+    see :mod:`freight._shm_pool`), else into a new one. False when shared memory cannot take them
+    (none, or not 64 MiB to spare after them): nothing is left behind."""
     if not available():
         return False
     _settle_acknowledged()
     views = [memoryview(f).cast("B") for f in frames]
     end = sum(v.nbytes for v in views)
-    try:
-        st = os.statvfs(DIRECTORY)
-        if st.f_bavail * st.f_frsize < end + (64 << 20):  # keep 64 MiB for everyone else
-            _count("fallbacks")
-            return False
-        fd = os.open(os.path.join(DIRECTORY, name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except OSError:
-        _count("fallbacks")
+    if _pool.wanted(end):
+        written = _write_pooled(name, views, end)
+        if written is not None:
+            return written
+    fd = _create(name, end)
+    if fd is None:
         return False
-    # Registered before the first byte is written: a sender killed from here on leaves a name the
-    # tracker knows about.
-    _tracker("register", name)
     try:
-        # write(), not a writable mapping: a full tmpfs fails write() with ENOSPC, while a store
-        # into a mapping past the room left would kill the process with SIGBUS.
-        offset = 0
-        for v in views:
-            done = 0
-            while done < v.nbytes:
-                done += os.pwrite(fd, v[done : done + _CHUNK], offset + done)
-            offset += v.nbytes
+        _pwrite(fd, views)
     except OSError as e:
         os.close(fd)
         discard(name)
-        if e.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM, errno.EDQUOT):
-            raise
-        _count("fallbacks")
-        return False
+        return _no_room(e)
     os.close(fd)
     _count("segments")
     _count("bytes", end)
     return True
+
+
+def _create(name: str, size: int) -> int | None:
+    """A descriptor of the new segment ``name``, registered with the tracker before its first byte
+    is written (a sender killed from then on leaves a name the tracker knows about); None (counted
+    as a fallback) when shared memory has not ``size`` bytes and 64 MiB to spare."""
+    try:
+        st = os.statvfs(DIRECTORY)
+        if st.f_bavail * st.f_frsize < size + (64 << 20):  # keep 64 MiB for everyone else
+            _count("fallbacks")
+            return None
+        fd = os.open(os.path.join(DIRECTORY, name), os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError:
+        _count("fallbacks")
+        return None
+    _tracker("register", name)
+    return fd
+
+
+def _pwrite(fd: int, views: list[memoryview]) -> None:
+    # write(), not a writable mapping: a full tmpfs fails write() with ENOSPC, while a store into a
+    # mapping past the room left would kill the process with SIGBUS.
+    offset = 0
+    for v in views:
+        done = 0
+        while done < v.nbytes:
+            done += os.pwrite(fd, v[done : done + _CHUNK], offset + done)
+        offset += v.nbytes
+
+
+def _no_room(e: OSError) -> bool:
+    if e.errno not in (errno.ENOSPC, errno.EFBIG, errno.ENOMEM, errno.EDQUOT):
+        raise e
+    _count("fallbacks")
+    return False
+
+
+def _write_pooled(name: str, views: list[memoryview], end: int) -> bool | None:
+    """:func:`write` through the pool: the value is written into a pooled segment (an idle one
+    truncated to ``end``, or a new one) and published as ``name``, a second link to it. None when
+    the pool is full of segments in use (the caller writes a segment of its own)."""
+    segment = _pool.take(end)
+    reused = segment is not None
+    if segment is None:
+        fits, evicted = _pool.make_room(end)
+        for old in evicted:
+            _unpool(old)
+        if not fits:
+            return None
+        base = f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}{_pool.SUFFIX}"
+        fd = _create(base, end)
+        if fd is None:
+            return False
+        _exit_hook()  # the pool is unlinked at exit (_settle_at_exit)
+        segment = _pool.Segment(base, fd, 0)
+    _tracker("register", name)
+    try:
+        if reused:
+            segment.fill(views, end)
+        else:
+            _pwrite(segment.fd, views)  # new pages: written, not zeroed first as a mapping's would be
+            segment.size = end
+        os.link(os.path.join(DIRECTORY, segment.base), os.path.join(DIRECTORY, name))
+    except OSError as e:
+        _unpool(segment)
+        _tracker("unregister", name)
+        if isinstance(e, FileNotFoundError):
+            return None  # its own name was removed (/dev/shm cleaned): written the usual way
+        return _no_room(e)
+    _pool.keep(segment)
+    _count("segments")
+    _count("bytes", end)
+    if reused:
+        _count("reused")
+        _count("reused_bytes", end)
+    return True
+
+
+def release_pool() -> int:
+    """Lets go of the segments this process keeps for reuse (unlinked now; one still in use lives
+    on until its readers are done): for a process that is done sending large values and wants
+    their shared memory back before it exits. Returns how many."""
+    segments = _pool.drain()
+    for segment in segments:
+        _unpool(segment, at_exit=True)
+    flush_tracker()
+    return len(segments)
+
+
+def _unpool(segment: _pool.Segment, *, at_exit: bool = False) -> None:
+    """Lets a pooled segment go: it lives on as long as a reference names it or a reader maps it.
+    ``at_exit``: its unregistration rides with the others in one message (the caller flushes)."""
+    try:
+        os.unlink(os.path.join(DIRECTORY, segment.base))
+    except OSError:
+        pass
+    else:
+        _tracking.send("unregister", segment.base, defer=at_exit)
+    segment.close_view()
+    os.close(segment.fd)
 
 
 def discard(name: str, *, received: bool = False) -> None:
@@ -221,33 +247,69 @@ def discard(name: str, *, received: bool = False) -> None:
         return
     except OSError:
         pass
-    _tracker("unregister", name, defer=received and getattr(_DEFERRING, "on", False))
+    _tracker("unregister", name, defer=received and _tracking.deferring())
 
 
 def attach(name: str, *, unlink: bool = True) -> memoryview:
-    """Opens the segment ``name``, unlinks it (unless ``unlink=False``: then :func:`discard`
-    removes it), maps it copy-on-write and returns the mapping (writable, private to this process),
-    which lives as long as views of it do."""
+    """Opens the segment ``name``, claims it by unlinking it (unless ``unlink=False``: then
+    :func:`discard` removes it), maps it copy-on-write and returns the mapping (writable, private to
+    this process), which lives as long as views of it do. Before it claims the segment it takes the
+    shared lock that tells the segment's writer it is in use (:mod:`freight._shm_pool`)."""
     path = os.path.join(DIRECTORY, name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
-        raise SharedMemoryLostError(
-            f"the shared-memory segment {name!r} that carried this value no longer exists: a "
-            "message can be received once only, and a segment whose program ended (or whose "
-            "/dev/shm was cleaned) is gone; send the value again"
-        ) from None
+        raise _lost(name) from None
     except OSError as e:
         raise DeserializationError(
             f"could not open the shared-memory segment {name!r} that carries this value ({e}); with "
             "EMFILE, this process holds too many open files: raise the limit "
             "(resource.setrlimit(resource.RLIMIT_NOFILE, ...)) or keep fewer received values"
         ) from None
-    # Unlinked before anything else can fail: from here the segment is freed with its last
-    # mapping, whatever happens to this process.
-    if unlink:
-        discard(name, received=True)
+    try:
+        _lock_shared(fd)
+        # Claimed (read once: only one reader's unlink succeeds) or, kept, checked still linked
+        # now that it is locked: a name gone means its writer may be writing another value into it.
+        if unlink:
+            _unlink_received(path)
+        elif not os.path.samestat(os.stat(path), os.fstat(fd)):
+            raise FileNotFoundError(path)
+    except FileNotFoundError:
+        os.close(fd)
+        raise _lost(name) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    # Unlinked before anything else can fail: from here the segment is freed with its last mapping,
+    # whatever happens to this process.
     return _map(fd)
+
+
+def _unlink_received(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return  # not ours to unlink (another user's /dev/shm entry): the tracker's at exit
+    _tracker("unregister", os.path.basename(path), defer=_tracking.deferring())
+
+
+def _lost(name: str) -> SharedMemoryLostError:
+    return SharedMemoryLostError(
+        f"the shared-memory segment {name!r} that carried this value no longer exists: a message can "
+        "be received once only, and a segment whose program ended (or whose /dev/shm was cleaned) is "
+        "gone; send the value again"
+    )
+
+
+def _lock_shared(fd: int) -> None:
+    """The shared lock a reader holds on a segment for as long as it maps it (the mapping keeps
+    the open file, and the lock with it): its writer reuses the segment only once nobody holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except OSError:
+        pass  # no locks here: the writer cannot take its exclusive lock either, so it never reuses
 
 
 def _map(fd: int) -> memoryview:
@@ -301,8 +363,6 @@ class _Mapping:
 _MAPPINGS: dict[int, _Mapping] = {}  # by start address
 # Loans not yet acknowledged: token -> (the mapping's start address, the mapping (pinned), fallback name)
 _LENT: dict[int, tuple[int, Any, str]] = {}
-_ACKS: list[Any] = []  # [this process's acknowledgement socket, its address]
-_ACK_SENDER: list[Any] = []  # one unbound datagram socket to send acknowledgements from
 _PAGE = mmap.PAGESIZE
 _PAGEMAP: list[int] = []  # this process's /proc/self/pagemap descriptor, opened once
 _EXIT_HOOK: list[Any] = []
@@ -334,17 +394,16 @@ def _rearm_after_fork(_: Any) -> None:
 
 
 def _after_fork_in_child() -> None:
-    # The parent's loans are the parent's to settle; its /proc/self/pagemap descriptor reads the
-    # parent's page tables. The mappings (and their descriptors) are inherited: lendable here too.
+    # The parent's loans and pool are the parent's to settle; its /proc/self/pagemap descriptor
+    # reads the parent's page tables. The mappings (and their descriptors) are inherited: lendable
+    # here too.
     global _LOCK
     _LOCK = threading.RLock()  # another thread of the parent may have held it
     _LENT.clear()
-    _DEFERRED.clear()  # the parent's to send
+    _tracking.after_fork_in_child()
+    _pool.forget_after_fork()
     _EXIT_HOOK.clear()
-    for sock in (*_ACKS[:1], *_ACK_SENDER):
-        sock.close()  # the parent's: its acknowledgements are not this process's
-    _ACKS.clear()
-    _ACK_SENDER.clear()
+    _loans.after_fork_in_child()
     if _PAGEMAP:
         os.close(_PAGEMAP.pop())
 
@@ -404,9 +463,6 @@ def _unchanged(addr: int, n: int) -> bool:
     return len(entries) == last - first + 1 and not bool(((present & ~file_page & np.uint64(1)) | swapped).any())
 
 
-_LOAN = ".lent-"  # a loan's name: <fallback name>.lent-<fd>-<dev>-<inode>-<acknowledgement tag>
-
-
 def _lend(mapping: _Mapping) -> str | None:
     """Lends a received segment to the next receiver: the loan's name, which says how to reach it
     (``/proc/<pid>/fd/<fd>``, its identity, where to acknowledge, the fallback name it is copied to
@@ -414,7 +470,8 @@ def _lend(mapping: _Mapping) -> str | None:
     process cannot take acknowledgements (the caller writes the frame instead)."""
     _settle_acknowledged()
     mm = mapping.mm()
-    if mm is None or not _ack_socket():
+    address = _loans.address()
+    if mm is None or address is None:
         return None
     with _LOCK:
         token = secrets.randbits(63)
@@ -422,12 +479,11 @@ def _lend(mapping: _Mapping) -> str | None:
         _LENT[token] = (mapping.lo, mm, fallback)
     _count("lent")
     _count("lent_bytes", mapping.hi - mapping.lo)
-    tag = _ACKS[1].rpartition("-")[2]
-    return f"{fallback}{_LOAN}{mapping.fd}-{mapping.dev}-{mapping.ino}-{tag}"
+    return _loans.name(fallback, mapping.fd, mapping.dev, mapping.ino, address)
 
 
 def is_loan(name: str) -> bool:
-    return _LOAN in name
+    return _loans.MARK in name
 
 
 def loan_parses(name: str) -> bool:
@@ -439,35 +495,7 @@ def loan_parses(name: str) -> bool:
 
 
 def _loan(name: str) -> tuple[int, int, int, int, int, str, str]:
-    """A loan's (pid, fd, dev, ino, token, acknowledgement address, fallback name)."""
-    fallback, _, rest = name.partition(_LOAN)
-    try:
-        pid, token = fallback[len(PREFIX) :].split("-")
-        fd, dev, ino, tag = rest.split("-")
-        int(tag, 16)
-        return int(pid), int(fd), int(dev), int(ino), int(token, 16), f"\0freight-ack-{pid}-{tag}", fallback
-    except ValueError:
-        raise RefError(f"{name[:200]!r} is not the name of a shared-memory loan: the reference is corrupt") from None
-
-
-def _ack_socket() -> bool:
-    """Opens this process's acknowledgement socket once (False where there is none: no AF_UNIX)."""
-    if _ACKS:
-        return True
-    import socket
-
-    with _LOCK:
-        if _ACKS:
-            return True
-        try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            address = f"\0freight-ack-{os.getpid()}-{secrets.token_hex(8)}"
-            sock.bind(address)
-            sock.setblocking(False)
-        except (OSError, AttributeError):
-            return False
-        _ACKS[:] = [sock, address]
-    return True
+    return _loans.parse(name, PREFIX)
 
 
 def open_loan(name: str, *, unlink: bool = True) -> memoryview:
@@ -504,8 +532,9 @@ def open_loan(name: str, *, unlink: bool = True) -> memoryview:
                 "before this process mapped it, without leaving a copy (killed, or /dev/shm full): "
                 "the value is lost; send it again"
             ) from None
+    _lock_shared(fd)  # before the lender unpins: its own lock holds the segment until then
     whole = _map(fd)
-    _acknowledge(address, token)  # mapped: the lender may unpin
+    _loans.send(address, token)  # mapped: the lender may unpin
     return whole
 
 
@@ -516,35 +545,15 @@ def end_loan(name: str) -> None:
     with _LOCK:
         mine = _LENT.pop(token, None) is not None
     if not mine:
-        _acknowledge(address, token)
+        _loans.send(address, token)
     discard(fallback)
-
-
-def _acknowledge(address: str, token: int) -> None:
-    import socket
-
-    try:
-        if not _ACK_SENDER:
-            sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            sender.setblocking(False)
-            _ACK_SENDER.append(sender)
-        _ACK_SENDER[0].sendto(token.to_bytes(8, "little"), address)
-    except OSError:
-        pass  # the lender is gone (nothing to unpin) or its queue is full: it keeps the pin until it exits
 
 
 def _settle_acknowledged() -> None:
     """Unpins the loans whose receivers acknowledged them."""
-    if not _LENT or not _ACKS:
+    if not _LENT:
         return
-    sock = _ACKS[0]
-    while True:
-        try:
-            token = int.from_bytes(sock.recv(16), "little")
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            return
+    for token in _loans.received():
         with _LOCK:
             _LENT.pop(token, None)
 
@@ -579,22 +588,21 @@ def _settle_at_exit() -> None:
         else:
             _tracker("unregister", partial)
         del mm
-    # Every loan is settled: the acknowledgement sockets, which live as long as the process, close
-    # here rather than at the interpreter's teardown (where each one is a ResourceWarning).
-    with _LOCK:
-        for sock in (*_ACKS[:1], *_ACK_SENDER):
-            sock.close()
-        _ACKS.clear()
-        _ACK_SENDER.clear()
+    release_pool()
+    _loans.close()  # every loan is settled
 
 
 def _short_copy(size: int) -> int:
     raise OSError(errno.EIO, f"copy_file_range copied nothing of {size} bytes")
 
 
-def segments() -> list[str]:
-    """Names of freight segments present in ``/dev/shm`` (any process's): for leak checks."""
+def segments(*, pooled: bool = False) -> list[str]:
+    """Names of freight segments present in ``/dev/shm`` (any process's): for leak checks. Without
+    ``pooled``, not the pooled segments' own names (:mod:`freight._shm_pool`: kept by a living
+    process on purpose, unlinked at its exit; a segment in use there is listed by the name its
+    reference carries)."""
     try:
-        return sorted(n for n in os.listdir(DIRECTORY) if n.startswith(PREFIX))
+        return sorted(n for n in os.listdir(DIRECTORY)
+                      if n.startswith(PREFIX) and (pooled or not n.endswith(_pool.SUFFIX)))  # fmt: skip
     except OSError:
         return []

@@ -20,7 +20,7 @@ import pytest
 
 import freight
 import freight.integrations.multiprocessing as fmp
-from freight import carrier, shm
+from freight import _shm_tracker, carrier, shm
 from freight.carrier.ref import Frame, Ref
 from freight.futures import _Parcel
 from freight.integrations import _shared_frames
@@ -132,6 +132,7 @@ def test_a_full_dev_shm_sends_through_the_pipe(monkeypatch):
     class Full:
         f_bavail, f_frsize = 1, 4096
 
+    shm.release_pool()  # no segment to write again: every value needs new room
     monkeypatch.setattr(shm.os, "statvfs", lambda _: Full)
     before = shm.stats()["fallbacks"]
     for value in (BIG, _Parcel(BIG)):  # multiprocessing / joblib, and freight.futures
@@ -229,9 +230,9 @@ def test_received_segments_are_unregistered_by_the_next_message():
     instead of two): ForkingPickler.dumps sends what loads held back, whatever it pickles."""
     received = ForkingPickler.loads(ForkingPickler.dumps(BIG))
     assert np.array_equal(received, BIG)
-    assert len(shm._DEFERRED) == 1 and shm._DEFERRED[0].startswith("UNREGISTER:/frt-")
+    assert len(_shm_tracker.DEFERRED) == 1 and _shm_tracker.DEFERRED[0].startswith("UNREGISTER:/frt-")
     ForkingPickler.dumps(1)
-    assert shm._DEFERRED == []
+    assert _shm_tracker.DEFERRED == []
 
 
 POOL_PROGRAM = """

@@ -52,8 +52,10 @@ class SharedMemory(Backend):
         return f"{shm.PREFIX}{os.getpid()}-{secrets.token_hex(8)}" + (f".e{expires}" if expires else "")
 
     def owns(self, key: str) -> bool:
-        # a loan's name must parse, so that a forged one is refused before anything is read
-        return super().owns(key) and (not shm.is_loan(key) or shm.loan_parses(key))
+        # a loan's name must parse, so that a forged one is refused before anything is read; a pooled
+        # segment's own name is never a reference's (its writer's alone)
+        return (super().owns(key) and (not shm.is_loan(key) or shm.loan_parses(key))
+                and not key.endswith(shm.POOLED_SUFFIX))  # fmt: skip
 
     def put_frames(self, key: str, frames: Sequence[Any], *, ttl: float | None = None) -> None:
         if not shm.available():
