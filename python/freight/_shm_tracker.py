@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["DEFERRED", "defer_unregistering", "deferring", "flush", "send", "ready", "after_fork_in_child"]
+__all__ = ["DEFERRED", "defer_unregistering", "deferring", "flush", "send", "send_many", "ready", "after_fork_in_child"]
 
 #: Unregistrations held back (:func:`defer_unregistering`) to ride with this process's next
 #: message to the resource tracker: each message wakes the tracker, and on a busy machine a
@@ -52,6 +52,11 @@ def send(action: str, name: str, defer: bool = False) -> None:
                 return
         line = ""
     _send_line(line)
+
+
+def send_many(action: str, names: list[str]) -> None:
+    """Registers (or unregisters) every name of ``names`` in one message."""
+    _send_line("".join(f"{action.upper()}:/{name}:shared_memory\n" for name in names))
 
 
 def _send_line(line: str) -> None:

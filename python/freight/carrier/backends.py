@@ -49,7 +49,7 @@ class SharedMemory(Backend):
         return cls()
 
     def new_key(self, expires: int) -> str:
-        return f"{shm.PREFIX}{os.getpid()}-{secrets.token_hex(8)}" + (f".e{expires}" if expires else "")
+        return shm.new_name(f".e{expires}" if expires else "")
 
     def owns(self, key: str) -> bool:
         # a loan's name must parse, so that a forged one is refused before anything is read; a pooled
