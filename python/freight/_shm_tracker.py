@@ -7,9 +7,23 @@ instead of two)."""
 from __future__ import annotations
 
 import os
+import secrets
 import threading
 
-__all__ = ["DEFERRED", "defer_unregistering", "deferring", "flush", "send", "send_many", "ready", "after_fork_in_child"]
+__all__ = [
+    "DEFERRED",
+    "defer_unregistering",
+    "deferring",
+    "flush",
+    "send",
+    "send_many",
+    "ready",
+    "after_fork_in_child",
+    "new_name",
+    "register",
+    "unregister_unused",
+    "UNUSED",
+]
 
 #: Unregistrations held back (:func:`defer_unregistering`) to ride with this process's next
 #: message to the resource tracker: each message wakes the tracker, and on a busy machine a
@@ -83,6 +97,56 @@ def _send_line(line: str) -> None:
             pass
 
 
+#: Names registered ahead of use (:func:`new_name`) and not used yet. Only in the program's main
+#: process: a worker stopped by ``Pool.terminate()`` (SIGTERM, no exit hooks) would leave its unused
+#: ones registered, which the tracker reports as leaked.
+_AHEAD: set[str] = set()
+UNUSED: list[str] = []
+_MAIN: list[bool] = []  # whether this is the program's main process, once known
+
+
+def new_name(prefix: str, suffix: str = "") -> str:
+    """A new segment name (``<prefix><pid>-<random><suffix>``). In the program's main process,
+    names without a suffix are registered ahead, 16 in one message: each message wakes the tracker
+    (a third process on the pool's cores), and one per value made a pool of two workers' batch of
+    16 100k-row DataFrames 62.7-64.0 ms (median of 12), 57.3-58.4 ms with the names ahead."""
+    if not _MAIN:
+        import multiprocessing
+
+        _MAIN.append(multiprocessing.parent_process() is None)
+    if suffix or not _MAIN[0]:
+        return f"{prefix}{os.getpid()}-{secrets.token_hex(8)}{suffix}"
+    with _LOCK:
+        name = UNUSED.pop() if UNUSED else None
+    if name is not None:
+        return name
+    names = [f"{prefix}{os.getpid()}-{secrets.token_hex(8)}" for _ in range(16)]
+    send_many("register", names)
+    with _LOCK:
+        _AHEAD.update(names)
+        UNUSED.extend(names[1:])
+    return names[0]
+
+
+def register(name: str) -> None:
+    """Registers ``name`` before its segment is made, unless it was registered ahead."""
+    with _LOCK:
+        if name in _AHEAD:
+            _AHEAD.discard(name)
+            return
+    send("register", name)
+
+
+def unregister_unused() -> None:
+    """At exit: the names registered ahead that no segment took."""
+    with _LOCK:
+        ahead = sorted(_AHEAD)
+        _AHEAD.clear()
+        UNUSED.clear()
+    if ahead:
+        send_many("unregister", ahead)
+
+
 def ready() -> None:
     """Starts the resource tracker in this process now, so that processes forked later share it
     (one tracker per program: a name registered with one and unregistered with another would be
@@ -99,3 +163,6 @@ def after_fork_in_child() -> None:
     global _LOCK
     _LOCK = threading.Lock()  # another thread of the parent may have held it
     DEFERRED.clear()  # the parent's to send
+    _AHEAD.clear()  # the parent's to use and settle
+    UNUSED.clear()
+    _MAIN.clear()

@@ -101,43 +101,11 @@ def available() -> bool:
     return _AVAILABLE
 
 
-#: Names registered with the tracker ahead of use, 16 in one message (:func:`new_name`), not used
-#: yet. Only in the program's main process: a worker stopped by ``Pool.terminate()`` (SIGTERM, no
-#: exit hooks) would leave its unused ones registered, which the tracker reports as leaked.
-_AHEAD: set[str] = set()
-_UNUSED: list[str] = []
-_MAIN: list[bool] = []  # whether this is the program's main process, once known
-
-
 def new_name(suffix: str = "") -> str:
-    """A new segment name (``frt-<pid>-<random><suffix>``). In the program's main process, names
-    without a suffix are registered with the resource tracker ahead, 16 in one message: each
-    message wakes the tracker (a third process on the pool's cores): one per value made a pool of
-    two workers' batch of 16 100k-row DataFrames 62.7-64.0 ms (median of 12), 57.3-58.4 ms with
-    the names registered ahead."""
-    if not _MAIN:
-        import multiprocessing
-
-        _MAIN.append(multiprocessing.parent_process() is None)
-    if suffix or not _MAIN[0]:
-        return f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}{suffix}"
-    with _LOCK:
-        if not _UNUSED:
-            names = [f"{PREFIX}{os.getpid()}-{secrets.token_hex(8)}" for _ in range(16)]
-            _exit_hook()  # the unused ones are unregistered at exit (_settle_at_exit)
-            _tracking.send_many("register", names)
-            _AHEAD.update(names)
-            _UNUSED.extend(names)
-        return _UNUSED.pop()
-
-
-def _register(name: str) -> None:
-    """Registers ``name`` with the tracker before its segment is made, unless it was ahead."""
-    with _LOCK:
-        if name in _AHEAD:
-            _AHEAD.discard(name)
-            return
-    _tracker("register", name)
+    """A new segment name (``frt-<pid>-<random><suffix>``); see :func:`_shm_tracker.new_name`."""
+    if not suffix:
+        _exit_hook()  # names registered ahead and never used are unregistered at exit
+    return _tracking.new_name(PREFIX, suffix)
 
 
 def _tracker(action: str, name: str, defer: bool = False) -> None:
@@ -188,7 +156,7 @@ def _create(name: str, size: int) -> int | None:
     except OSError:
         _count("fallbacks")
         return None
-    _register(name)
+    _tracking.register(name)
     return fd
 
 
@@ -228,7 +196,7 @@ def _write_pooled(name: str, views: list[memoryview], end: int) -> bool | None:
             return False
         _exit_hook()  # the pool is unlinked at exit (_settle_at_exit)
         segment = _pool.Segment(base, fd, 0)
-    _register(name)
+    _tracking.register(name)
     try:
         if reused:
             segment.fill(views, end)
@@ -441,9 +409,6 @@ def _after_fork_in_child() -> None:
     _LENT.clear()
     _tracking.after_fork_in_child()
     _pool.forget_after_fork()
-    _AHEAD.clear()  # the parent's to use and settle
-    _UNUSED.clear()
-    _MAIN.clear()
     _EXIT_HOOK.clear()
     _loans.after_fork_in_child()
     if _PAGEMAP:
@@ -631,12 +596,7 @@ def _settle_at_exit() -> None:
             _tracker("unregister", partial)
         del mm
     release_pool()
-    with _LOCK:
-        ahead = sorted(_AHEAD)
-        _AHEAD.clear()
-        _UNUSED.clear()
-    if ahead:
-        _tracking.send_many("unregister", ahead)
+    _tracking.unregister_unused()
     _loans.close()  # every loan is settled
 
 

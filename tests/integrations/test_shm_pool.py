@@ -231,7 +231,8 @@ from freight import carrier, shm
 v = carrier.get(carrier.put(np.ones(500_000), carrier.SharedMemory()))
 del v
 assert [s for s in shm.segments(pooled=True) if s.endswith(shm.POOLED_SUFFIX)], "nothing pooled"
-assert len(shm._UNUSED) == 15  # names registered ahead, unused: unregistered at exit, never "leaked"
+from freight import _shm_tracker
+assert len(_shm_tracker.UNUSED) == 15  # registered ahead, unused: unregistered at exit, never "leaked"
 if sys.argv[1] == "kill":
     os.kill(os.getpid(), 9)
 """
