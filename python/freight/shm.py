@@ -233,28 +233,26 @@ def release_pool() -> int:
 def _unpool(segment: _pool.Segment, *, at_exit: bool = False) -> None:
     """Lets a pooled segment go: it lives on as long as a reference names it or a reader maps it.
     ``at_exit``: its unregistration rides with the others in one message (the caller flushes)."""
-    try:
-        os.unlink(os.path.join(DIRECTORY, segment.base))
-    except OSError:
-        pass
-    else:
-        _tracking.send("unregister", segment.base, defer=at_exit)
+    discard(segment.base, defer=at_exit)
     segment.close_view()
     os.close(segment.fd)
 
 
-def discard(name: str, *, received: bool = False) -> None:
+def discard(name: str, *, defer: bool = False, claim: bool = False) -> None:
     """Unlinks the segment ``name`` and forgets it in the resource tracker; nothing when it is not
-    there (the tracker prints a traceback for a name it was never given: a put that found no room).
-    ``received``: a segment this thread is receiving, whose unregistration may be held back
-    (:func:`defer_unregistering`)."""
+    there (the tracker prints a traceback for a name it was never given: a put that found no room),
+    unless ``claim`` (a reader claiming a segment: FileNotFoundError, another claimed it first).
+    ``defer``: the unregistration rides with the process's next tracker message (the caller makes
+    sure one is sent: :func:`defer_unregistering`, or a flush)."""
     try:
         os.unlink(os.path.join(DIRECTORY, name))
     except FileNotFoundError:
+        if claim:
+            raise
         return
     except OSError:
         pass
-    _tracker("unregister", name, defer=received and _tracking.deferring())
+    _tracker("unregister", name, defer=defer)
 
 
 def attach(name: str, *, unlink: bool = True) -> memoryview:
@@ -278,7 +276,7 @@ def attach(name: str, *, unlink: bool = True) -> memoryview:
         # Claimed (read once: only one reader's unlink succeeds) or, kept, checked still linked
         # now that it is locked: a name gone means its writer may be writing another value into it.
         if unlink:
-            _unlink_received(path)
+            discard(name, defer=_tracking.deferring(), claim=True)
         elif not os.path.samestat(os.stat(path), os.fstat(fd)):
             raise FileNotFoundError(path)
     except FileNotFoundError:
@@ -290,16 +288,6 @@ def attach(name: str, *, unlink: bool = True) -> memoryview:
     # Unlinked before anything else can fail: from here the segment is freed with its last mapping,
     # whatever happens to this process.
     return _map(fd)
-
-
-def _unlink_received(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        raise
-    except OSError:
-        return  # not ours to unlink (another user's /dev/shm entry): the tracker's at exit
-    _tracker("unregister", os.path.basename(path), defer=_tracking.deferring())
 
 
 def _lost(name: str) -> SharedMemoryLostError:
