@@ -76,6 +76,38 @@ def test_user_serializer_takes_precedence_over_builtin_int():
     assert ser.calls == 2
 
 
+class UpperStrSerializer:
+    """Stores a str upper-cased (so that a test sees which strings it encoded)."""
+
+    tag = "tests.registry.upper-str"
+    types = (str,)
+
+    def __init__(self):
+        self.calls = 0
+
+    def serialize(self, obj):
+        self.calls += 1
+        return obj.upper().encode(), []  # bytes: a str here would be this serializer's again
+
+    def deserialize(self, meta, frames):
+        return meta.decode()
+
+
+def test_user_serializer_for_str_sees_dict_keys_shared_or_not():
+    # The walker writes a dict's unshared str keys on a short path of its own: a serializer
+    # registered for str must still see every key, whether one reference holds it or several.
+    codec = freight.Freight()
+    ser = UpperStrSerializer()
+    codec.register(ser)
+    unshared = {f"key{i}": i for i in range(4)}
+    shared = {"alpha": 1, "beta": 2}
+    got = codec.loads(codec.dumps([unshared, shared]))
+    assert got == [{f"KEY{i}": i for i in range(4)}, {"ALPHA": 1, "BETA": 2}]
+    assert ser.calls == 6
+    # Without the registration the same keys come back as they were.
+    assert freight.loads(freight.dumps([unshared, shared])) == [unshared, shared]
+
+
 def test_user_serializer_takes_precedence_over_builtin_ndarray():
     codec = freight.Freight()
     ser = NamedSerializer("tests.registry.ndarray", (np.ndarray,))
