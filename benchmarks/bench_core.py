@@ -20,17 +20,14 @@ from __future__ import annotations
 
 import gc
 import io
-import json
 import os
 import pickle
 import platform
-import subprocess
 import sys
-import textwrap
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 try:
@@ -44,7 +41,11 @@ except ImportError:  # pragma: no cover - cloudpickle is a dependency of freight
     sys.exit("bench_core.py needs cloudpickle (pip install cloudpickle)")
 
 import freight
-from freight.bench.harness import MiB, Timing, finish, fmt_bytes, fmt_ns, parse_args, print_table, time_large
+
+# Run as a script: its folder is on sys.path.
+from core_peak_memory import peak_memory  # noqa: E402
+from core_report import Report, absolute, check, compare  # noqa: E402
+from freight.bench.harness import MiB, Timing, finish, parse_args, time_large
 from freight.bench.harness import time_small as harness_time_small
 
 # --------------------------------------------------------------------------------------------
@@ -76,126 +77,6 @@ def time_small(fn: Callable[[], Any], cfg: Config, *, min_number: int | None = N
         min_number=cfg.small_min_number if min_number is None else min_number,
         max_number=cfg.small_max_number,
         max_sample_s=cfg.small_max_repeat_s,
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Results and reporting
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Row:
-    case: str
-    operation: str
-    freight_ns: float | None
-    peer: str | None = None
-    peer_ns: float | None = None
-    target: str = ""
-    passed: bool | None = None  # None: informational, no target
-    note: str = ""
-    freight_timing: dict | None = None
-    peer_timing: dict | None = None
-
-    @property
-    def ratio(self) -> float | None:
-        if self.peer_ns is None or not self.freight_ns:
-            return None
-        return self.peer_ns / self.freight_ns
-
-
-class Report:
-    def __init__(self) -> None:
-        self.rows: list[Row] = []
-        self.extra: dict[str, Any] = {}
-        self.errors: list[str] = []
-
-    def add(self, row: Row) -> Row:
-        self.rows.append(row)
-        return row
-
-    def print_case(self, case: str, title: str) -> None:
-        rows = [r for r in self.rows if r.case == case]
-        print()
-        print(f"== {title} ==")
-        headers = ["operation", "freight", "peer", "peer time", "ratio", "target", "result"]
-        table: list[list[str]] = []
-        last_op = None
-        for r in rows:
-            ratio = r.ratio
-            result = "" if r.passed is None else ("PASS" if r.passed else "MISS")
-            same_op = r.operation == last_op
-            table.append(
-                [
-                    "" if same_op else r.operation,
-                    "" if same_op else fmt_ns(r.freight_ns),
-                    r.peer or "",
-                    fmt_ns(r.peer_ns) if r.peer else "",
-                    f"{ratio:.2f}x" if ratio is not None else "",
-                    r.target,
-                    result,
-                ]
-            )
-            last_op = r.operation
-        print_table(headers, table)
-        notes = [r.note for r in rows if r.note]
-        for n in dict.fromkeys(notes):
-            print(f"  note: {n}")
-        sys.stdout.flush()
-
-    def summary(self) -> tuple[int, int]:
-        checked = [r for r in self.rows if r.passed is not None]
-        return sum(r.passed for r in checked), len(checked)
-
-
-def _timing_dict(t: Timing | None) -> dict | None:
-    if t is None:
-        return None
-    d = asdict(t)
-    d["samples_ns"] = [round(s, 1) for s in t.samples_ns]
-    return d
-
-
-def compare(
-    report: Report,
-    case: str,
-    operation: str,
-    freight_t: Timing,
-    peers: list[tuple[str, Timing | None, str, Callable[[float], bool] | None]],
-    note: str = "",
-) -> None:
-    """Adds one row per peer. Each peer: (name, timing, target text, check(ratio) or None)."""
-    if not peers:
-        report.add(Row(case, operation, freight_t.median_ns, note=note, freight_timing=_timing_dict(freight_t)))
-        return
-    for name, t, target, check in peers:
-        row = Row(
-            case,
-            operation,
-            freight_t.median_ns,
-            peer=name,
-            peer_ns=t.median_ns if t else None,
-            target=target,
-            note=note,
-            freight_timing=_timing_dict(freight_t),
-            peer_timing=_timing_dict(t),
-        )
-        if check is not None and row.ratio is not None:
-            row.passed = bool(check(row.ratio))
-        report.add(row)
-
-
-def absolute(report: Report, case: str, operation: str, t: Timing, limit_ns: float, note: str = "") -> None:
-    report.add(
-        Row(
-            case,
-            operation,
-            t.median_ns,
-            target=f"< {fmt_ns(limit_ns)}",
-            passed=t.median_ns < limit_ns,
-            note=note,
-            freight_timing=_timing_dict(t),
-        )
     )
 
 
@@ -234,12 +115,6 @@ def pickle5_oob_loads(parts: tuple[bytes, list]) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _check(report: Report, ok: bool, what: str) -> None:
-    if not ok:
-        report.errors.append(what)
-        print(f"  ERROR: {what}", file=sys.stderr)
-
-
 def _fresh_array(nbytes: int) -> np.ndarray:
     return np.random.default_rng(0).random(nbytes // 8)
 
@@ -254,8 +129,8 @@ def case_large(report: Report, cfg: Config) -> None:
     # Correctness first.
     blob = freight.dumps(arr)
     back = freight.loads(blob)
-    _check(report, np.array_equal(back, arr), f"freight.loads(freight.dumps({label} array)) differs")
-    _check(report, bool(back.flags.writeable), "default freight.loads returned a read-only array")
+    check(report, np.array_equal(back, arr), f"freight.loads(freight.dumps({label} array)) differs")
+    check(report, bool(back.flags.writeable), "default freight.loads returned a read-only array")
     report.extra["default_loads_writeable"] = bool(back.flags.writeable)
     report.extra["blob_bytes"] = len(blob)
     report.extra["array_bytes"] = arr.nbytes
@@ -300,7 +175,7 @@ def case_large(report: Report, cfg: Config) -> None:
 
     # loads(zero_copy=True) of the bytes blob
     zc = freight.loads(blob, zero_copy=True)
-    _check(report, np.array_equal(zc, arr), "freight.loads(blob, zero_copy=True) differs")
+    check(report, np.array_equal(zc, arr), "freight.loads(blob, zero_copy=True) differs")
     report.extra["zero_copy_loads_writeable"] = bool(zc.flags.writeable)
     del zc
     del blob
@@ -313,13 +188,13 @@ def case_large(report: Report, cfg: Config) -> None:
         b = freight.dumps(a)
         frames = freight.dumps_frames(a)
         rt = freight.loads_frames(frames)
-        _check(report, np.array_equal(rt, a), f"loads_frames(dumps_frames({lab} array)) differs")
+        check(report, np.array_equal(rt, a), f"loads_frames(dumps_frames({lab} array)) differs")
         del rt
         # Small-op timing (loops), but never fewer than 1,000 calls.
         t_frames = time_small(lambda: freight.dumps_frames(a), cfg, min_number=1_000)
         t_zc = time_small(lambda: freight.loads(b, zero_copy=True), cfg, min_number=1_000)
         zc_frames = freight.loads_frames(frames, zero_copy=True)
-        _check(report, np.array_equal(zc_frames, a), f"loads_frames(frames, zero_copy=True) ({lab}) differs")
+        check(report, np.array_equal(zc_frames, a), f"loads_frames(frames, zero_copy=True) ({lab}) differs")
         report.extra[f"zero_copy_loads_frames_writeable_{size_mib}MiB"] = bool(zc_frames.flags.writeable)
         del zc_frames
         t_lf = time_small(lambda: freight.loads_frames(frames, zero_copy=True), cfg, min_number=1_000)
@@ -368,102 +243,6 @@ def case_large(report: Report, cfg: Config) -> None:
     gc.collect()
 
 
-_PEAK_SCRIPT = textwrap.dedent(
-    """
-    import io, json, pickle, resource, sys
-    import numpy as np
-    which, nbytes = sys.argv[1], int(sys.argv[2])
-    if which == "freight":
-        import freight
-        fn = freight.dumps
-        fn(np.zeros(1024))  # warm up lazily initialised state
-    elif which == "pickle-5":
-        fn = lambda a: pickle.dumps(a, protocol=5)
-    else:
-        def fn(a):
-            bio = io.BytesIO()
-            np.save(bio, a, allow_pickle=False)
-            return bio.getvalue()
-    fn(np.zeros(1024))
-
-    def hwm_kib():  # the peak RSS of this process's own address space (Linux), for cross-checking
-        try:
-            with open("/proc/self/status") as fh:
-                for line in fh:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1])
-        except OSError:
-            return None
-
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    hwm_before = hwm_kib()
-    arr = np.full(nbytes // 8, 1.5)   # touches every page
-    out = fn(arr)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    hwm_after = hwm_kib()
-    print(json.dumps({"before_kib": before, "after_kib": after, "hwm_before_kib": hwm_before,
-                      "hwm_after_kib": hwm_after, "input": arr.nbytes, "output": len(out)}))
-    """
-)
-
-# On Linux a process's ru_maxrss starts at the RSS of the process it was forked from (the kernel
-# carries the old address space's high-water mark across exec), so a child forked from this
-# benchmark, which holds hundreds of MiB, would report a useless baseline. The child is therefore
-# started from a small launcher process whose own RSS is far below the child's baseline.
-_LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run([sys.executable, '-c'] + sys.argv[1:]).returncode)"
-
-
-def peak_memory(report: Report, cfg: Config) -> None:
-    nbytes = cfg.array_mib * MiB
-    results: dict[str, dict] = {}
-    for which in ("freight", "pickle-5", "np.save"):
-        proc = subprocess.run(
-            [sys.executable, "-c", _LAUNCHER, _PEAK_SCRIPT, which, str(nbytes)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            _check(report, False, f"peak-memory subprocess for {which} failed: {proc.stderr.strip()[-500:]}")
-            continue
-        d = json.loads(proc.stdout.strip().splitlines()[-1])
-        d["delta"] = (d["after_kib"] - d["before_kib"]) * 1024  # ru_maxrss is in KiB on Linux
-        d["ratio"] = d["delta"] / (d["input"] + d["output"])
-        results[which] = d
-    report.extra["peak_memory"] = results
-    print()
-    print(f"== (a) peak memory of dumps({cfg.array_mib} MiB float64), fresh subprocess, ru_maxrss delta ==")
-    headers = ["serializer", "input", "output", "peak delta", "delta/(in+out)", "target", "result"]
-    table = []
-    for which, d in results.items():
-        target = "<= 1.05" if which == "freight" else ""
-        passed = d["ratio"] <= 1.05 if which == "freight" else None
-        table.append(
-            [
-                which,
-                fmt_bytes(d["input"]),
-                fmt_bytes(d["output"]),
-                fmt_bytes(d["delta"]),
-                f"{d['ratio']:.3f}",
-                target,
-                "" if passed is None else ("PASS" if passed else "MISS"),
-            ]
-        )
-        if which == "freight":
-            report.add(
-                Row(
-                    "a-mem",
-                    f"peak memory dumps {cfg.array_mib} MiB (delta/(in+out))",
-                    None,
-                    target="<= input+output+5%",
-                    passed=passed,
-                    note=f"delta={d['delta']} in={d['input']} out={d['output']} ratio={d['ratio']:.4f}",
-                )
-            )
-    print_table(headers, table)
-    sys.stdout.flush()
-
-
 # --------------------------------------------------------------------------------------------
 # (b) small values, (c) 10k dicts, (d) closures
 # --------------------------------------------------------------------------------------------
@@ -507,7 +286,7 @@ def case_small(report: Report, cfg: Config) -> None:
     case = "b"
     for name, value in SMALL_VALUES:
         back = freight.loads(freight.dumps(value))
-        _check(report, back == value and type(back) is type(value), f"{name} does not round-trip")
+        check(report, back == value and type(back) is type(value), f"{name} does not round-trip")
         fns = _roundtrip_fns(value)
         for op in ("dumps+loads", "dumps", "loads"):
             t_f = time_small(fns["freight"][op], cfg)
@@ -540,7 +319,7 @@ def case_records(report: Report, cfg: Config) -> None:
     case = "c"
     records = make_records()
     back = freight.loads(freight.dumps(records))
-    _check(report, back == records, "10k dicts do not round-trip")
+    check(report, back == records, "10k dicts do not round-trip")
     fns = _roundtrip_fns(records)
     for op in ("dumps+loads", "dumps", "loads"):
         t_f = time_large(fns["freight"][op], cfg.small_repeat, warmup=2)
@@ -580,7 +359,7 @@ def case_closures(report: Report, cfg: Config) -> None:
     case = "d"
     for name, fn in (("closure (captures 100 ints)", make_closure()), ("lambda", make_lambda())):
         back = freight.loads(freight.dumps(fn))
-        _check(report, back(5) == fn(5), f"{name} does not round-trip")
+        check(report, back(5) == fn(5), f"{name} does not round-trip")
         try:
             pickle.dumps(fn, protocol=5)
             note = ""
@@ -668,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
             runners[key](report, cfg)
         except Exception as exc:  # noqa: BLE001 - report the failure, run the other cases
             traceback.print_exc()
-            _check(report, False, f"case {key} failed: {type(exc).__name__}: {exc}")
+            check(report, False, f"case {key} failed: {type(exc).__name__}: {exc}")
         report.print_case(key, CASES[key])
         if key == "a":
             # Peak memory of dumps, each serializer in a fresh subprocess.
