@@ -202,10 +202,11 @@ BENCH_DEPS := $(patsubst %,'%',$(shell python3 tools/requirements.py bench)) lz4
 BENCH_OUT := benchmarks/results
 
 .PHONY: bench
-bench: build $(S3S_FS)  ## freight bench (every workload and peer, over sizes: report + plots in benchmarks/results), then the target scripts
+bench: build $(S3S_FS)  ## freight bench (every workload and peer, over sizes; engines; values read in part: reports + plots in benchmarks/results), then the target scripts
 	$(PIP) install -q $(BENCH_DEPS)
 	$(PY) -m freight bench --out $(BENCH_OUT)
 	$(PY) -m freight bench --engines --out $(BENCH_OUT)
+	$(PY) -m freight bench --storage --out $(BENCH_OUT)
 	$(PY) benchmarks/bench_core.py
 	$(PY) benchmarks/bench_compression.py
 	$(PY) benchmarks/bench_libraries.py
