@@ -32,6 +32,24 @@ pub struct Limits {
     pub max_frame: u64,
 }
 
+impl Limits {
+    /// `declared` when it is within `limit`, else the error naming `what` (a header, a frame).
+    pub(crate) fn within(
+        what: &'static str,
+        declared: u64,
+        limit: u64,
+    ) -> crate::error::Result<u64> {
+        if declared > limit {
+            return Err(crate::error::Error::OverLimit {
+                what,
+                declared,
+                limit,
+            });
+        }
+        Ok(declared)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         // Generous but finite: the header is also always bounded by the input's length.

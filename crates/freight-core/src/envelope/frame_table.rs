@@ -203,14 +203,7 @@ pub(super) fn parse_entry(
             "frame {i} uses codec {codec}, which this freight build cannot decode"
         )));
     }
-    let raw_len = r.uvarint("a frame length")?;
-    if raw_len > limits.max_frame {
-        return Err(Error::OverLimit {
-            what: "a frame",
-            declared: raw_len,
-            limit: limits.max_frame,
-        });
-    }
+    let raw_len = Limits::within("a frame", r.uvarint("a frame length")?, limits.max_frame)?;
     let stored_len = if codec == codec::NONE {
         raw_len
     } else {

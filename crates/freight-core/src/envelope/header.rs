@@ -109,14 +109,11 @@ pub fn parse_header(buf: &[u8], limits: &Limits) -> Result<Header> {
             flag_bits & !flags::KNOWN
         )));
     }
-    let body_len = r.uvarint("the header length")?;
-    if body_len > limits.max_header {
-        return Err(Error::OverLimit {
-            what: "a header",
-            declared: body_len,
-            limit: limits.max_header,
-        });
-    }
+    let body_len = Limits::within(
+        "a header",
+        r.uvarint("the header length")?,
+        limits.max_header,
+    )?;
     let body_start = r.position();
     let body = r.take(body_len as usize, "the header")?;
     let stored = r.u64_le("the header checksum")?;
