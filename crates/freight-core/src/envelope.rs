@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use crate::bits::{codec, flags};
 use crate::checksum;
+use crate::error::{Error, Result};
 use crate::sign;
 use crate::varint::put_uvarint;
 
@@ -34,13 +35,9 @@ pub struct Limits {
 
 impl Limits {
     /// `declared` when it is within `limit`, else the error naming `what` (a header, a frame).
-    pub(crate) fn within(
-        what: &'static str,
-        declared: u64,
-        limit: u64,
-    ) -> crate::error::Result<u64> {
+    pub(crate) fn within(what: &'static str, declared: u64, limit: u64) -> Result<u64> {
         if declared > limit {
-            return Err(crate::error::Error::OverLimit {
+            return Err(Error::OverLimit {
                 what,
                 declared,
                 limit,
