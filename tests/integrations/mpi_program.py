@@ -56,6 +56,8 @@ if mode == "wrap":
         got = w.sendrecv(big * 2, dest=0, sendtag=5, source=0, recvtag=6)
         w.send(bool(np.array_equal(got, big * 3)), dest=0, tag=7)
         w.send({"a": big, "df": pd.DataFrame({"x": big, "s": ["v"] * len(big)}), "b": big[::2].copy()}, dest=0, tag=8)
+        w.send(big + 9, dest=0, tag=9)
+        w.send(big + 10, dest=0, tag=10)
     else:
         got = comm.recv(source=1, tag=1)  # the plain communicator: one message
         report["small_one_message"] = got["n"] == 3 and np.array_equal(got["a"], np.arange(10))
@@ -76,6 +78,15 @@ if mode == "wrap":
         report["several_frames"] = bool(
             np.array_equal(got["a"], big) and np.array_equal(got["b"], big[::2])
             and got["df"].equals(pd.DataFrame({"x": big, "s": ["v"] * len(big)})) and got["a"].flags.writeable
+        )  # fmt: skip
+        # a receive naming no source or tag: the frames are taken from where the first message
+        # came from (the communicator's own status, or the caller's, which keeps saying so)
+        got = w.recv()
+        status = MPI.Status()
+        got2 = w.recv(status=status)
+        report["any_source_large"] = bool(
+            np.array_equal(got, big + 9) and np.array_equal(got2, big + 10)
+            and status.Get_source() == 1 and status.Get_tag() == 10
         )  # fmt: skip
         try:
             w.mprobe(source=1)
