@@ -155,16 +155,10 @@ def _median_ns(fn: Callable[[], Any], min_repeat: int = 3, budget_s: float = 0.0
 
 
 # Why a row of the demo can be below 1.0x, measured (see docs/ARCHITECTURE.md and the closing
-# notes of the performance issue): printed under the table when it is.
-_WHY_SLOWER = {
-    "scorer": (
-        "A small closure is pickled by cloudpickle inside freight's envelope. Its dumps now runs\n"
-        "   fewer instructions than cloudpickle's (the pickler is kept per thread), but its loads\n"
-        "   still pays the envelope's fixed cost (opening the header, the options) on top of\n"
-        "   pickle's, about 5% here; a closure that carries arrays wins it back with frames\n"
-        "   (freight bench: closures; benchmarks/callgrind_closures.py counts both)."
-    ),
-}
+# notes of the performance issue): printed under the table when it is. None is known today: the
+# closure ("scorer"), which loaded ~5% slower than cloudpickle while it was a pickle island, is
+# freight's own function node since 2026-11-29 (about twice as fast both ways).
+_WHY_SLOWER: dict[str, str] = {}
 _WHY_NOISE = (
     "The demo times each object a few times on whatever else the machine runs; `freight bench`\n"
     "   measures each size in two allocator states and reports where freight is slower and why."

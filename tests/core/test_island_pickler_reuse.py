@@ -5,6 +5,7 @@ another, and be freed on its own thread (its hook and sink are Rust objects that
 
 from __future__ import annotations
 
+import fractions
 import gc
 import os
 import sys
@@ -28,10 +29,12 @@ def _idle_pickler():
 
 
 def _values():
-    k, table = 7, list(range(100))
+    # k is a Fraction, which freight's function node does not hold: these functions stay pickle
+    # islands, written by the island pickler under test.
+    k, table = fractions.Fraction(7), list(range(100))
 
     def lookup(i):
-        return table[i % len(table)] * k
+        return int(table[i % len(table)] * k)
 
     def twice(i):
         return lookup(lookup(i))  # shares lookup's globals and refers to it
@@ -85,7 +88,7 @@ class DumpsWhilePickled:
         self.k = k
 
     def __reduce__(self):
-        k = self.k
+        k = fractions.Fraction(self.k)  # no function node holds a Fraction: an island
         inner = freight.dumps(lambda x: x * k)
         return (_rebuild, (inner,))
 
@@ -95,7 +98,7 @@ def _rebuild(inner):
 
 
 def test_a_payload_pickled_inside_another_gets_its_own_pickler():
-    shift = 1
+    shift = fractions.Fraction(1)
     value = {"f": lambda x: x + shift, "obj": DumpsWhilePickled(5), "g": lambda x: x - shift}
     data = freight.dumps(value)
     got = freight.loads(data)

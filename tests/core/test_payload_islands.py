@@ -48,25 +48,29 @@ class Holder:
     items: object
 
 
-def _value():
+def _value(k=3):
     arrays = {f"a{i}": np.arange(1000.0) + i for i in range(4)}
-    k = 3
     return {"counter": CountsReductions(), **arrays, "f": lambda x: x * k}
 
 
-def test_a_value_holding_a_function_is_walked_once():
+@pytest.mark.parametrize("k", [3, fractions.Fraction(3)], ids=["function node", "function island"])
+def test_a_value_holding_a_function_is_walked_once(k):
     CountsReductions.reductions = 0
-    value = _value()
+    value = _value(k)
     data = freight.dumps(value)
     # One pass: before islands, the native walk gave up at the counter, plain pickle reduced it
     # and gave up at the lambda, and cloudpickle reduced it again.
     assert CountsReductions.reductions == 1
     tree = freight.inspect(data)["tree"]
     assert tree["node_tags"]["NdArray"] == 4  # the arrays stay native nodes
-    assert tree["pickle_nodes"] == 2  # the counter and the lambda, each where it was met
+    if isinstance(k, int):
+        # a lambda over an int is freight's own function node; the counter is an island
+        assert tree["pickle_nodes"] == 1 and freight.inspect(data)["tags"] == ["builtins.function"]
+    else:
+        assert tree["pickle_nodes"] == 2  # the counter and the lambda, each where it was met
     got = freight.loads(data)
     assert got["f"](2) == 6 and type(got["counter"]) is CountsReductions
-    assert all(np.array_equal(got[k], value[k]) for k in value if k.startswith("a"))
+    assert all(np.array_equal(got[key], value[key]) for key in value if key.startswith("a"))
 
 
 def test_each_object_is_looked_up_once():

@@ -4,6 +4,7 @@ or a ProducerVersionError under strict_versions=True; minor differences say noth
 
 from __future__ import annotations
 
+import fractions
 import sys
 import warnings
 
@@ -76,7 +77,8 @@ def test_pickle_from_another_python_minor_version():
 
     from freight._freight import _envelope
 
-    assert "python" in freight.inspect(freight.dumps(lambda: 1))["producer"]
+    half = fractions.Fraction(1, 2)
+    assert "python" in freight.inspect(freight.dumps(lambda: half))["producer"]  # a pickled closure
     # A pickle node written by "Python 3.2" (the versions this process runs are told apart in
     # Rust, so the payload itself must claim another one).
     data = pickle.dumps(1, protocol=5)

@@ -3,6 +3,7 @@ a structural walk before anything is decoded, on ``loads``, ``loads_frames`` and
 
 from __future__ import annotations
 
+import fractions
 import pickle
 
 import numpy as np
@@ -33,10 +34,21 @@ def test_plain_values_and_arrays_need_no_tag():
 
 
 def test_pickle_nodes_need_the_pickle_tag_even_with_allow_pickle():
-    blob = freight.dumps(_lambda_in_list())
+    blob = freight.dumps([1, fractions.Fraction(1, 2)])  # no native form: a pickle island
     with pytest.raises(UnsafePayloadError, match='"pickle"'):
         freight.loads(blob, allowed_tags=[])
+    assert freight.loads(blob, allowed_tags=["pickle"])[1] == fractions.Fraction(1, 2)
+
+
+def test_a_function_node_needs_its_tag_or_pickle():
+    # A lambda is freight's own function node now, not a pickle island: what allowed it before
+    # ("pickle") still does, and so does its own tag.
+    blob = freight.dumps(_lambda_in_list())
+    assert freight.inspect(blob)["tags"] == ["builtins.function"]
+    with pytest.raises(UnsafePayloadError, match='"builtins.function"'):
+        freight.loads(blob, allowed_tags=[])
     assert freight.loads(blob, allowed_tags=["pickle"])[1]() == 2
+    assert freight.loads(blob, allowed_tags=["builtins.function"])[1]() == 2
 
 
 def test_the_check_reaches_serializer_nodes_inside_pickled_payloads():

@@ -178,6 +178,13 @@ pub fn pickle_bridge(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     freight_module(py, &PICKLE_BRIDGE, "freight._pickle")
 }
 
+static FUNCTIONS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// freight._functions: functions made at run time as a node (`native`, `ENTRY`).
+pub fn functions(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    freight_module(py, &FUNCTIONS, "freight._functions")
+}
+
 static CLOUDPICKLE_VERSION: PyOnceLock<String> = PyOnceLock::new();
 
 pub fn cloudpickle_version(py: Python<'_>) -> PyResult<&str> {

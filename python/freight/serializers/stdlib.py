@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+from freight._functions import FunctionSerializer
 from freight.exceptions import SerializationError
 from freight.serializers import LibrarySerializer
 
@@ -84,4 +85,4 @@ class MemoryViewSerializer(LibrarySerializer):
 
 
 # What freight.registry registers into its BUILTINS layer when it loads this module.
-SERIALIZERS = (OrderedDictSerializer(), MemoryViewSerializer())
+SERIALIZERS = (OrderedDictSerializer(), MemoryViewSerializer(), FunctionSerializer())

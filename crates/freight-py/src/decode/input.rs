@@ -184,10 +184,21 @@ fn resolve_tags(
     Ok(entries)
 }
 
+/// The tag of freight's node for a function made at run time (freight._functions.TAG).
+const FUNCTION_TAG: &str = "builtins.function";
+
+/// Whether `allowed` lets `tag` through: listed, or the function node where "pickle" is listed
+/// (a function that was a pickle island before that node existed still loads where pickle may).
+fn allows(allowed: &[String], tag: &str) -> bool {
+    allowed
+        .iter()
+        .any(|a| a == tag || (tag == FUNCTION_TAG && a == "pickle"))
+}
+
 /// Refuses a payload that uses a serializer tag (or pickle nodes, as the tag "pickle") outside
 /// `allowed`, from the header and a walk of the tree, before anything is decoded.
 fn check_allowed_tags(payload: &Payload<Input>, allowed: &[String]) -> Result<()> {
-    let listed = |tag: &str| allowed.iter().any(|a| a == tag);
+    let listed = |tag: &str| allows(allowed, tag);
     let refuse = |tag: &str| {
         Error::Unsafe(format!(
             "the payload uses {tag:?}, which allowed_tags does not list (it allows {allowed:?}); \
@@ -307,7 +318,7 @@ impl DecodeCtx {
             header.frames.len() as u32,
             header.tags.len() as u32,
         )?;
-        let listed = |tag: &str| allowed.is_none_or(|a| a.iter().any(|t| t == tag));
+        let listed = |tag: &str| allowed.is_none_or(|a| allows(a, tag));
         let refuse = |tag: &str| {
             Error::Unsafe(format!(
                 "the entry uses {tag:?}, which allowed_tags does not list (it allows {allowed:?}); \

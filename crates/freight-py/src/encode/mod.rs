@@ -82,9 +82,13 @@ pub fn encode(py: Python<'_>, dispatch: &DispatchRefs, obj: &Bound<'_, PyAny>) -
         walker.islands = Some(dispatch);
         // SAFETY: reading the type of a live object.
         let walked = if unsafe { ffi::Py_TYPE(obj.as_ptr()) } == &raw mut ffi::PyFunction_Type {
-            // A function (a task, a lambda, a closure) is one island; a serializer registered
-            // for functions is found by the island's pickler all the same.
-            walker.island_here(obj)
+            // A function (a task, a lambda, a closure): a registration for functions, freight's
+            // own node (freight._functions) when it qualifies, else one island.
+            match walker.function(obj, true) {
+                Ok(true) => Ok(()),
+                Ok(false) => walker.island_here(obj),
+                Err(err) => Err(err),
+            }
         } else {
             walker.walk(obj, true)
         };

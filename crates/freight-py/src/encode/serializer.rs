@@ -71,6 +71,36 @@ impl<'py> Walker<'_, 'py> {
         Ok(())
     }
 
+    /// A function (`types.FunctionType`) met outside a serializer's metadata: a registration
+    /// for functions, else freight's own node for one made at run time when it qualifies
+    /// (`freight._functions.native`), written as an Ext node through [`Self::ext`] with the
+    /// node's result cached first. False: the caller pickles it, as before.
+    pub(crate) fn function(&mut self, obj: &Bound<'py, PyAny>, shared: bool) -> Result<bool> {
+        let py = self.py;
+        if !self.overrides && !self.dispatch.types.is_empty() {
+            if let Some(entry) = self.dispatch.exact(&obj.get_type())? {
+                self.ext(obj, &entry, shared)?;
+                return Ok(true);
+            }
+        }
+        let ptr = obj.as_ptr() as usize;
+        let functions = crate::python_types::functions(py)?;
+        if self.state.ext_cache.get(&ptr).is_none() {
+            let out = functions
+                .getattr(pyo3::intern!(py, "native"))?
+                .call1((obj,))?;
+            if out.is_none() {
+                return Ok(false);
+            }
+            self.state
+                .ext_cache
+                .insert(ptr, (obj.clone().unbind(), out.unbind()));
+        }
+        let entry = functions.getattr(pyo3::intern!(py, "ENTRY"))?;
+        self.ext(obj, &entry, shared)?;
+        Ok(true)
+    }
+
     /// Inside a serializer's metadata, a value freight cannot encode natively (the values of an
     /// object column, say) is pickled on its own, in place; the payload then needs pickle.
     pub(crate) fn island(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
