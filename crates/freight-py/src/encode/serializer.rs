@@ -85,16 +85,14 @@ impl<'py> Walker<'_, 'py> {
         }
         let ptr = obj.as_ptr() as usize;
         let functions = crate::python_types::functions(py)?;
-        if self.state.ext_cache.get(&ptr).is_none() {
+        if let std::collections::hash_map::Entry::Vacant(vacant) = self.state.ext_cache.entry(ptr) {
             let out = functions
                 .getattr(pyo3::intern!(py, "native"))?
                 .call1((obj,))?;
             if out.is_none() {
                 return Ok(false);
             }
-            self.state
-                .ext_cache
-                .insert(ptr, (obj.clone().unbind(), out.unbind()));
+            vacant.insert((obj.clone().unbind(), out.unbind()));
         }
         let entry = functions.getattr(pyo3::intern!(py, "ENTRY"))?;
         self.ext(obj, &entry, shared)?;

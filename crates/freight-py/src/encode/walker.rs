@@ -487,8 +487,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         if self.in_metadata {
             return self.island(obj);
         }
-        // SAFETY: reading the type of a live object.
-        if typ == unsafe { &raw mut ffi::PyFunction_Type }.cast() && self.function(obj, shared)? {
+        if typ == (&raw mut ffi::PyFunction_Type).cast() && self.function(obj, shared)? {
             return Ok(());
         }
         self.island_here(obj)
