@@ -151,6 +151,20 @@ def test_inspect_reports_the_signature_with_and_without_a_key(files, capsys):
     assert field(run(capsys, "inspect", files["ints.frt"])[1], "signed") == "no"
 
 
+def test_inspect_says_what_loading_runs(capsys, tmp_path):
+    import fractions
+
+    k = 2
+    for name, value, says in (
+        ("fn.frt", lambda: k, "yes (loading runs code (a function made at run time, no pickle)"),
+        ("fraction.frt", fractions.Fraction(1, 2), "yes (loading runs pickle"),
+        ("ints.frt", [1, 2], "no"),
+    ):
+        path = tmp_path / name
+        path.write_bytes(freight.dumps(value))
+        assert field(run(capsys, "inspect", str(path))[1], "needs pickle").startswith(says)
+
+
 def test_inspect_shows_a_bad_checksum_and_a_malformed_tree(files, capsys):
     rc, out, _ = run(capsys, "inspect", files["corrupt.frt"])
     rows = frame_rows(out)

@@ -119,6 +119,18 @@ def _tree_lines(tree: TreeInfo) -> list[str]:
     ]
 
 
+def _runs(info: PayloadInfo) -> str:
+    """What loading a payload flagged as needing pickle runs: pickle, or (with no pickle node)
+    the code of a function or of a serializer marked unsafe."""
+    tree = info["tree"]
+    if tree["ok"] and tree["pickle_nodes"] == 0 and info["tags"]:
+        what = "code (a function or an unsafe serializer"
+        if "builtins.function" in info["tags"]:
+            what = "code (a function made at run time"
+        return f"yes (loading runs {what}, no pickle): refused under allow_pickle=False)"
+    return "yes (loading runs pickle: refused under allow_pickle=False)"
+
+
 def format_inspect(info: PayloadInfo, path: str | None = None) -> str:
     """Renders ``freight.inspect``'s result as readable text."""
     lines = [] if path is None else [f"file:            {path}"]
@@ -128,7 +140,7 @@ def format_inspect(info: PayloadInfo, path: str | None = None) -> str:
         f"payload size:    {_fmt_bytes(info['total_length'])}",
         f"header size:     {_fmt_bytes(info['header_length'])}",
         f"flags:           {', '.join(info['flags']) or '(none)'}",
-        "needs pickle:    " + ("yes (loading runs pickle: refused under allow_pickle=False)" if needs_pickle else "no"),
+        "needs pickle:    " + (_runs(info) if needs_pickle else "no"),
         f"signed:          {_signature_text(info)}",
         f"serializer tags: {', '.join(info['tags']) or '(none)'}",
         f"producer:        {_counts(info['producer'])}",
