@@ -194,3 +194,26 @@ def test_malformed_metadata_is_a_deserialization_error():
     broken[12] = {"np": ("m", "no_such_module_freight")}
     with pytest.raises(freight.DeserializationError, match="install it"):
         _functions.rebuild(tuple(broken), [])
+
+
+def test_mutated_metadata_gives_a_function_or_a_deserialization_error():
+    # Seeded: each field (and an item of the code's fields) replaced by a value of another kind,
+    # or the tuple cut short; never an exception other than DeserializationError.
+    import random
+
+    rng = random.Random(0)
+    base = _functions.native(_made())[0]
+    kinds = [None, 0, -1, 2**70, 1.5, "", b"\x00", (), [], {}, ("v",), ("m", "os", ()), ("r", "os", "path"), ("q",)]
+    for _ in range(2000):
+        meta = list(copy.deepcopy(base))
+        at = rng.randrange(len(meta))
+        if isinstance(meta[at], list) and meta[at] and rng.random() < 0.5:
+            meta[at][rng.randrange(len(meta[at]))] = rng.choice(kinds)
+        else:
+            meta[at] = rng.choice(kinds)
+        if rng.random() < 0.1:
+            meta = meta[: rng.randrange(len(meta))]
+        try:
+            _functions.rebuild(tuple(meta), [])
+        except freight.DeserializationError:
+            pass
