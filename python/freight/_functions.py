@@ -11,7 +11,7 @@ call.
 What goes this way (:func:`native`), the rest keeps cloudpickle's path unchanged: a function
 that is not importable by reference, whose closure cells, defaults, attributes and referenced
 globals hold only plain values (None, bools, numbers, str, bytes, numpy arrays of a plain dtype,
-and lists, tuples, sets and dicts of those, up to :data:`PLAIN_ITEMS` items), modules, and
+and lists, tuples, sets and dicts of those, up to :data:`PLAIN_ITEMS` nested ones), modules, and
 functions or classes importable by name. So nothing in the node can lead back to the function (a
 recursive closure, two local functions calling each other, a dynamic class): those are exactly
 what cloudpickle's memo handles, and they keep it.
@@ -48,8 +48,9 @@ from freight.exceptions import DeserializationError, ProducerVersionError
 __all__ = ["TAG", "ENTRY", "native", "rebuild"]
 
 TAG = "builtins.function"
-#: How many items a closure's or a global's containers may hold in all to be checked here; past
-#: that the function keeps cloudpickle's path (the check is Python, per item).
+#: How many containers and arrays a closure's or a global's values may hold in all to be checked
+#: here (a container of leaves only is checked in C, its items not counted); past that the
+#: function keeps cloudpickle's path (the check is Python, per nested value).
 PLAIN_ITEMS = 10_000
 
 _PYTHON = list(sys.version_info[:2])
@@ -158,10 +159,14 @@ def _plain(value: Any, budget: list[int]) -> None:
     if budget[0] < 0:
         raise _NotPlain
     if t is list or t is tuple or t is set or t is frozenset:
+        if _LEAVES.issuperset(map(type, value)):  # the common case, checked in C
+            return
         for item in value:
             _plain(item, budget)
         return
     if t is dict:
+        if _LEAVES.issuperset(map(type, value)) and _LEAVES.issuperset(map(type, value.values())):
+            return
         for k, v in value.items():
             _plain(k, budget)
             _plain(v, budget)
