@@ -43,7 +43,7 @@ import types
 import weakref
 from typing import Any
 
-from freight.exceptions import DeserializationError, ProducerVersionError
+from freight.exceptions import DeserializationError, ProducerVersionError, SerializationError
 
 __all__ = ["TAG", "ENTRY", "native", "rebuild"]
 
@@ -364,34 +364,25 @@ class _FunctionNode:
 
 class FunctionSerializer:
     """The registry's entry for the tag (decoding, and the ``safe`` flag ``allow_pickle=False``
-    reads); the walker itself calls :func:`native`."""
+    reads); the walker itself calls :func:`native`, and writes its result through the same
+    path as a registry entry's, with :data:`ENTRY` as the entry."""
 
     tag = TAG
     types = (_FunctionNode,)
     safe = False
     subclasses = False
+    #: What the walker reads of an entry besides ``tag``, ``safe`` and ``encode``: no Arrow node.
+    arrow = False
 
     def serialize(self, fn: Any) -> tuple[Any, list[Any]]:
         out = native(fn)
         if out is None:
-            from freight.exceptions import SerializationError
-
             raise SerializationError(f"{fn!r} has no {TAG} node (it keeps cloudpickle's path)")
         return out
 
+    encode = serialize  # the walker caches native()'s result first: reached only if it did not
     deserialize = staticmethod(rebuild)  # no method frame around it: called on every load
 
 
-#: What the walker hands :func:`native`'s result to (its ``tag``, ``safe`` and ``arrow``, as a
-#: registry entry has them).
-class _Entry:
-    tag = TAG
-    safe = False
-    arrow = False
-
-    @staticmethod
-    def encode(fn: Any) -> tuple[Any, list[Any]]:
-        return FunctionSerializer().serialize(fn)
-
-
-ENTRY = _Entry()
+#: The entry the walker hands :func:`native`'s result to (``encode/serializer.rs``).
+ENTRY = FunctionSerializer()
