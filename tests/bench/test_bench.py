@@ -249,22 +249,34 @@ def test_a_losing_checksum_cell_carries_its_measured_one_core_floor() -> None:
     assert "at best 1.02× (the rest is freight's)" in causes.cause(lost, ratios.index(results))
 
 
-def test_an_arrow_ipc_loss_is_set_against_the_validated_read() -> None:
+def test_an_arrow_ipc_loss_is_set_against_the_read_that_checks() -> None:
     info = dict(_PEERS_INFO, **{
         "arrow ipc": {"ours": False, "reference": False, "zero_copy": ["loads"]},
+        causes.CHECKED_IPC: {"ours": False, "reference": True, "zero_copy": ["loads"]},
         causes.VALIDATED_IPC: {"ours": False, "reference": True, "zero_copy": ["loads"]},
     })  # fmt: skip
-    results = {
-        **_results(
-            _m("w", "1M rows", "freight frames", "loads", 100),
-            _m("w", "1M rows", "arrow ipc", "loads", 10),
-            _m("w", "1M rows", causes.VALIDATED_IPC, "loads", 400),
-        ),
-        "peers": info,
-    }
-    (lost,) = ratios.losses(results)
-    assert lost["other"] == "arrow ipc"  # the validated read is a reference, never the best peer
-    assert "validate(full=True) it takes 400 ns: freight 4.00× that" in causes.cause(lost, ratios.index(results))
+
+    def cause_with(checked_ns: float) -> str:
+        results = {
+            **_results(
+                _m("w", "1M rows", "freight frames", "loads", 100),
+                _m("w", "1M rows", "arrow ipc", "loads", 10),
+                _m("w", "1M rows", causes.CHECKED_IPC, "loads", checked_ns),
+                _m("w", "1M rows", causes.VALIDATED_IPC, "loads", 400),
+            ),
+            "peers": info,
+        }
+        (lost,) = ratios.losses(results)
+        # the checked and validated reads are references, never the best peer
+        assert lost["other"] == "arrow ipc"
+        return causes.cause(lost, ratios.index(results))
+
+    # The read plus the checks is slower than the unchecked read: a floor no checking reader beats.
+    text = cause_with(80)
+    assert "takes 80 ns against 10 ns: at best 0.12× (no checking reader measured wins here)" in text
+    assert "validate(full=True) takes 400 ns" in text
+    # A floor faster than the unchecked read: the loss is freight's own.
+    assert "at best 2.00× (the rest is freight's)" in cause_with(5)
 
 
 @pytest.fixture(scope="module")
@@ -354,6 +366,39 @@ def test_render_writes_report_and_plots_from_a_results_file(quick_run: Path, tmp
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "report.md").read_text().startswith("# freight bench")
     assert {p.name for p in tmp_path.glob("*.png")} == {p.name for p in quick_run.glob("*.png")}
+
+
+def test_render_merges_workloads_measured_again(states_run: dict, tmp_path: Path) -> None:
+    # An earlier run of two workloads, and a later one of numpy-float64 alone: the merge keeps
+    # the other workload's rows and takes the later rows for the one measured again.
+    other = [dict(m, workload="records", median_ns=m["median_ns"] * 3) for m in states_run["measurements"]]
+    earlier = dict(states_run, measurements=states_run["measurements"] + other, started="earlier")
+    earlier["workloads"] = {**states_run["workloads"], "records": states_run["workloads"]["numpy-float64"]}
+    later = dict(states_run, started="later")
+    later["measurements"] = [dict(m, median_ns=m["median_ns"] / 2) for m in states_run["measurements"]]
+    (tmp_path / "earlier.json").write_text(json.dumps(earlier))
+    (tmp_path / "later.json").write_text(json.dumps(later))
+    out = tmp_path / "out"
+    proc = _bench("--render", str(tmp_path / "earlier.json"), "--merge", str(tmp_path / "later.json"),
+                  "--out", str(out), "--no-plots", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["remeasured"] == {"numpy-float64": "later"}
+    assert len(merged["measurements"]) == len(earlier["measurements"])
+    assert sorted(m["median_ns"] for m in merged["measurements"] if m["workload"] == "numpy-float64") == sorted(
+        m["median_ns"] for m in later["measurements"]
+    )
+    assert sorted(m["median_ns"] for m in merged["measurements"] if m["workload"] == "records") == sorted(
+        m["median_ns"] for m in other
+    )
+    assert "Measured again since: numpy-float64 (later)." in (out / "report.md").read_text()
+    # A run measured with other settings is refused, saying which differ; --merge needs --render.
+    (tmp_path / "quick.json").write_text(json.dumps(dict(later, settings=dict(later["settings"], point_s=99.0))))
+    proc = _bench("--render", str(tmp_path / "earlier.json"), "--merge", str(tmp_path / "quick.json"),
+                  "--out", str(out), "--no-plots", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and "different settings (point_s)" in proc.stderr
+    proc = _bench("--merge", str(tmp_path / "later.json"), "--out", str(out), cwd=tmp_path)
+    assert proc.returncode == 2 and "goes with --render" in proc.stderr
 
 
 def test_engines_summary_scores_targets_and_marks_same_path(tmp_path: Path) -> None:

@@ -68,6 +68,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--render", metavar="RESULTS", help="write report.md and the plots again from a results.json (no measuring)"
     )
+    p.add_argument(
+        "--merge",
+        metavar="NEWER",
+        action="append",
+        default=[],
+        help="with --render: replace the workloads a later results.json measured (same settings) by its rows",
+    )
     p.add_argument("--threshold", type=float, default=0.10, help="--compare: smallest change shown (default 0.10)")
     return p
 
@@ -141,9 +148,21 @@ def main(argv: list[str] | None = None) -> int:
             )
             plots_ok = False
     os.makedirs(args.out, exist_ok=True)
+    if args.merge and not args.render:
+        print("freight bench: --merge NEWER goes with --render RESULTS (the run it joins)", file=sys.stderr)
+        return 2
     if args.render:
+        from freight.bench.merge import merge
+
         with open(args.render) as fh:
             results = json.load(fh)
+        for path in args.merge:
+            with open(path) as fh:
+                try:
+                    results = merge(results, json.load(fh))
+                except ValueError as exc:
+                    print(f"freight bench: {exc}", file=sys.stderr)
+                    return 2
     else:
         settings = Settings.make(args.quick, max_bytes, args.repeat, memory=not args.no_memory)
         results = run(workloads, settings, progress=not args.no_progress)

@@ -214,6 +214,15 @@ def _intro(results: dict[str, Any]) -> list[str]:
     return text
 
 
+def _remeasured(results: dict[str, Any]) -> list[str]:
+    """Workloads measured again after the run and merged into its results (same machine and
+    settings), each with when: a change that touches only them need not re-run the rest."""
+    again = results.get("remeasured") or {}
+    if not again:
+        return []
+    return ["Measured again since: " + ", ".join(f"{w} ({when})" for w, when in sorted(again.items())) + "."]
+
+
 def render(results: dict[str, Any], plots: Iterable[str] = ()) -> str:
     m = results["machine"]
     s = results["settings"]
@@ -223,6 +232,7 @@ def render(results: dict[str, Any], plots: Iterable[str] = ()) -> str:
         "",
         f"{results['started']}, {results['elapsed_s']} s, {'quick' if s['quick'] else 'full'} run. "
         f"{m['cpus']} CPUs ({m['cpu_model']}), Python {m['python']}, {m['platform']}.",
+        *_remeasured(results),
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in sorted(m["versions"].items())) + ".",
         "",

@@ -1,0 +1,30 @@
+"""Workloads measured again, merged into an earlier run's results (``freight bench --render OLD
+--merge NEW``): a change that touches only some workloads re-measures those, on the same
+machine and settings, and the report says which were measured again and when."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def merge(base: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with every workload ``newer`` measured replaced by ``newer``'s rows (and its
+    peers added, its errors for them kept); the merged workloads are listed under
+    ``remeasured`` with ``newer``'s start time. Refuses runs of different settings."""
+    if base["settings"] != newer["settings"]:
+        differ = sorted(k for k in {*base["settings"], *newer["settings"]} if base["settings"].get(k) != newer["settings"].get(k))
+        raise ValueError(
+            f"cannot merge runs measured with different settings ({', '.join(differ)}): measure the "
+            "workloads again with the options of the run they join"
+        )
+    names = {m["workload"] for m in newer["measurements"]}
+    out = dict(base)
+    out["measurements"] = [m for m in base["measurements"] if m["workload"] not in names] + newer["measurements"]
+    out["peers"] = {**base["peers"], **newer["peers"]}
+    out["workloads"] = {**base["workloads"], **{k: v for k, v in newer["workloads"].items() if k in names}}
+    out["errors"] = [e for e in base["errors"] if not any(n in str(e) for n in names)] + newer["errors"]
+    out["remeasured"] = {**(base.get("remeasured") or {}), **dict.fromkeys(sorted(names), newer["started"])}
+    return out
+
+
+__all__ = ["merge"]
