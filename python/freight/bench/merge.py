@@ -11,8 +11,9 @@ def merge(base: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any]:
     """``base`` with every workload ``newer`` measured replaced by ``newer``'s rows (and its
     peers added, its errors for them kept); the merged workloads are listed under
     ``remeasured`` with ``newer``'s start time. Refuses runs of different settings."""
-    if base["settings"] != newer["settings"]:
-        differ = sorted(k for k in {*base["settings"], *newer["settings"]} if base["settings"].get(k) != newer["settings"].get(k))
+    old, new = base["settings"], newer["settings"]
+    if old != new:
+        differ = sorted(k for k in {*old, *new} if old.get(k) != new.get(k))
         raise ValueError(
             f"cannot merge runs measured with different settings ({', '.join(differ)}): measure the "
             "workloads again with the options of the run they join"
