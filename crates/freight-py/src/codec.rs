@@ -118,6 +118,11 @@ impl Codec {
             Some(obj) => options::compression(obj)?,
             None => self.compression,
         };
+        if encoded.state.frames.is_empty() {
+            // Nothing to compress (most small values): no policy to apply, no interpreter to
+            // release.
+            return Ok(Vec::new());
+        }
         let sources = encoded.frame_slices();
         let itemsizes = &encoded.state.itemsizes;
         let total = match policy {
@@ -148,6 +153,7 @@ impl Codec {
     }
 
     /// Encodes `obj` and compresses its frames, with the call's options (or the codec's).
+    #[inline(always)]
     fn prepare(
         &self,
         py: Python<'_>,

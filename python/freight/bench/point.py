@@ -17,12 +17,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
 
 from freight.bench.alloc import pin_mmap_threshold
 from freight.bench.harness import KiB, MiB, Timing, calibrate, time_interleaved, warm_up
-from freight.bench.peers import Peer, payload_size, peer_named
+from freight.bench.peers import Peer, bound, payload_size, peer_named
 from freight.bench.workloads import Workload, workload_named
 
 #: the allocator states a point can be measured in (see alloc.py and runner.py)
@@ -95,8 +94,8 @@ def measure(w: Workload, size: Any, peers: Sequence[Peer], settings: Settings) -
             continue
         payloads[peer.name] = payload
         out.payload_bytes[peer.name] = payload_size(payload)
-        fns[f"{peer.name}\0dumps"] = partial(dumps, obj)
-        fns[f"{peer.name}\0loads"] = partial(loads, payload)
+        fns[f"{peer.name}\0dumps"] = bound(dumps, obj)
+        fns[f"{peer.name}\0loads"] = bound(loads, payload)
     gc.collect()
     # The checked call above paid the set-up (imports, registries); the warm-up's fastest call
     # did not, and it alone decides whether a call is slow enough to be a sample by itself.

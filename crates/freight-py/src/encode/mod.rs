@@ -74,6 +74,7 @@ impl Encoded {
 /// Walks `obj` natively, pickling in place what has no native encoding (pickle islands, one
 /// pickler for the payload: islands.rs); when the walker meets what islands cannot express
 /// (`Error::Unsupported`), the whole payload goes through one (cloud)pickler instead.
+#[inline(always)]
 pub fn encode(py: Python<'_>, dispatch: &DispatchRefs, obj: &Bound<'_, PyAny>) -> Result<Encoded> {
     let bound = dispatch.bind(py);
     let mut state = EncodeState::default();
