@@ -197,3 +197,24 @@ def test_the_transport_speed_is_an_option_not_process_state():
     for bad in (0, -5, float("nan"), float("inf"), "fast"):
         with pytest.raises(freight.OptionError, match="bytes per second"):
             freight.dumps(floats, compression=("auto", bad))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, True, 12345, 2**80, 3.25, "hello, freight", b"raw", (1, "two", 3.0), {f"key{i}": i for i in range(10)},
+     [{"id": i, "name": f"user-{i}"} for i in range(50)], frozenset({1, 2})],
+)  # fmt: skip
+def test_a_value_of_its_tree_alone_is_written_as_any_other(value):
+    # `dumps` writes such a payload by a shorter path (no frames, tags or versions): the bytes are
+    # those of the general one (`dumps_frames` of the same value), whatever the frame options.
+    payload = freight.dumps(value)
+    (header,) = freight.dumps_frames(value)
+    assert payload == bytes(header)
+    assert freight.dumps(value, compression="zstd", checksum=True) == payload
+    assert freight.loads(payload) == value
+    with pytest.raises(freight.OptionError):
+        freight.dumps(value, compression="snappy")
+    with pytest.raises(freight.OptionError):
+        freight.dumps(value, checksum="yes")
+    # signed: the general path, which the key changes
+    assert freight.loads(freight.dumps(value, key=b"k" * 32), key=b"k" * 32) == value

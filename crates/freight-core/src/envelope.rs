@@ -231,12 +231,24 @@ impl<'a> EnvelopeWriter<'a> {
     /// allocation that `new` pays for otherwise (a tenth of a small value's `dumps`).
     #[inline(never)]
     fn bare(spec: &EnvelopeSpec<'a>, flag_bits: u8) -> Self {
+        Self::bare_over(spec.tree, spec.signed, flag_bits)
+    }
+
+    /// The writer of an unsigned payload that is its tree alone: no frames, no serializer tags,
+    /// no producer versions (most small values). What `new` returns for such a spec, without
+    /// building one.
+    pub fn tree_only(tree: &'a [u8], needs_pickle: bool) -> Self {
+        let flag_bits = if needs_pickle { flags::NEEDS_PICKLE } else { 0 };
+        Self::bare_over(tree, false, flag_bits)
+    }
+
+    fn bare_over(tree: &'a [u8], signed: bool, flag_bits: u8) -> Self {
         let mut bytes = [0u8; 16];
         bytes[..MAGIC.len()].copy_from_slice(&MAGIC);
         bytes[4] = VERSION;
         bytes[5] = flag_bits;
         // The header length as put_uvarint writes it (LEB128).
-        let (mut len, mut v) = (6, spec.tree.len() as u64);
+        let (mut len, mut v) = (6, tree.len() as u64);
         while v >= 0x80 {
             bytes[len] = (v as u8) | 0x80;
             v >>= 7;
@@ -249,10 +261,10 @@ impl<'a> EnvelopeWriter<'a> {
                 bytes,
                 len: len as u8 + 1,
             }),
-            tree: spec.tree,
+            tree,
             seals: Vec::new(),
             frame_lens: Vec::new(),
-            signed: spec.signed,
+            signed,
         }
     }
 

@@ -364,8 +364,7 @@ pub fn compact_memo(mut trees: Vec<TreeWriter>) -> Vec<Vec<u8>> {
 }
 
 impl TreeWriter {
-    /// The finished bytes of a tree that is its own memo scope (see `compact_memo`). Inlined,
-    /// so that the writer is not copied into a call on every payload.
+    /// The finished bytes of a tree that is its own memo scope (see `compact_memo`).
     #[inline(always)]
     pub fn finish(mut self) -> Vec<u8> {
         compact_in_place(std::slice::from_mut(&mut self));

@@ -161,6 +161,17 @@ impl Codec {
         call: &CallOptions<'_, '_>,
     ) -> Result<Prepared> {
         let encoded = encode(py, &self.dispatch, obj)?;
+        self.prepare_encoded(py, encoded, call)
+    }
+
+    /// `prepare`, for an object already encoded.
+    #[inline(always)]
+    fn prepare_encoded(
+        &self,
+        py: Python<'_>,
+        encoded: Encoded,
+        call: &CallOptions<'_, '_>,
+    ) -> Result<Prepared> {
         let stored = self.compress_frames(py, &encoded, call.get(Opt::Compression))?;
         let key = self.signing_key(call.get(Opt::Key))?;
         Ok(Prepared {
@@ -181,8 +192,22 @@ impl Codec {
         obj: &Bound<'py, PyAny>,
         call: &CallOptions<'_, '_>,
     ) -> Result<Bound<'py, PyBytes>> {
-        let prepared = self.prepare(py, obj, call)?;
-        let spec = prepared.spec(self.checksum(call)?);
+        let encoded = encode(py, &self.dispatch, obj)?;
+        let checksum = self.checksum(call)?;
+        if encoded.is_tree_only() && self.keys.is_empty() && call.get(Opt::Key).is_none() {
+            // Most small values: the header is the whole payload, with nothing to compress,
+            // seal or sign (a compression given is still checked, as for any value).
+            if let Some(compression) = call.get(Opt::Compression) {
+                options::compression(compression)?;
+            }
+            let writer = EnvelopeWriter::tree_only(&encoded.tree, encoded.state.needs_pickle);
+            // SAFETY: write_header writes all `header_len` bytes before `bytes` is returned.
+            let (bytes, out) = unsafe { uninit_bytes(py, writer.header_len())? };
+            writer.write_header(out, None);
+            return Ok(bytes);
+        }
+        let prepared = self.prepare_encoded(py, encoded, call)?;
+        let spec = prepared.spec(checksum);
         let mut writer = EnvelopeWriter::new(&spec);
         let total = writer.total_len();
         // SAFETY: write_contiguous writes all `total` bytes before `bytes` is returned.

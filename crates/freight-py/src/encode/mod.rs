@@ -41,6 +41,11 @@ pub struct Encoded {
 }
 
 impl Encoded {
+    /// Whether the payload is its tree alone: no frames, serializer tags or producer versions.
+    pub fn is_tree_only(&self) -> bool {
+        self.state.frames.is_empty() && self.state.tags.is_empty() && self.versions.is_empty()
+    }
+
     pub fn frame_slices(&self) -> Vec<&[u8]> {
         self.state
             .frames

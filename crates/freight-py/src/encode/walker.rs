@@ -85,8 +85,8 @@ pub(crate) fn refcnt(ptr: *mut ffi::PyObject) -> isize {
 }
 
 impl<'a, 'py> Walker<'a, 'py> {
-    // Always inlined: built in its caller's frame, not returned by value (a 376-byte copy per
-    // payload, measurable on a small value's dumps).
+    // Inlined, as `encode` and `Codec::prepare` are: with the three inlined into `dumps`, two of
+    // the six struct copies (memcpy of 136-376 bytes) a small value's dumps made are gone.
     #[inline(always)]
     pub fn new(
         py: Python<'py>,
@@ -143,8 +143,7 @@ impl<'a, 'py> Walker<'a, 'py> {
         (self.w, memo)
     }
 
-    /// The finished tree of a walk that is its own memo scope. Inlined: a call taking the walker
-    /// by value copied all of it (376 bytes) on every payload.
+    /// The finished tree of a walk that is its own memo scope.
     #[inline(always)]
     pub fn into_tree(self) -> Vec<u8> {
         self.w.finish()
