@@ -497,14 +497,25 @@ mod tests {
         assert!(string_array_valid(&offsets, &text, false, 0, len));
         let piece_values = super::PIECE / 4;
         // a decrease across each of the first pieces' boundaries, and one inside a piece
-        for at in [piece_values, piece_values + 1, 2 * piece_values, 5 * piece_values / 2] {
+        for at in [
+            piece_values,
+            piece_values + 1,
+            2 * piece_values,
+            5 * piece_values / 2,
+        ] {
             let mut bad = offsets.clone();
             bad[at * 4..at * 4 + 4].copy_from_slice(&0i32.to_le_bytes());
-            assert!(!string_array_valid(&bad, &text, false, 0, len), "decrease at {at}");
+            assert!(
+                !string_array_valid(&bad, &text, false, 0, len),
+                "decrease at {at}"
+            );
         }
         // a non-ASCII byte in a later piece of a text past the bound (10 MB)
         let long = 10usize << 20;
-        let long_offsets: Vec<u8> = [0i32, long as i32].iter().flat_map(|o| o.to_le_bytes()).collect();
+        let long_offsets: Vec<u8> = [0i32, long as i32]
+            .iter()
+            .flat_map(|o| o.to_le_bytes())
+            .collect();
         let mut long_text = vec![b'a'; long];
         assert!(string_array_valid(&long_offsets, &long_text, false, 0, 1));
         long_text[9 * super::PIECE + 7] = 0xFF;
