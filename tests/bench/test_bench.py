@@ -452,3 +452,17 @@ def test_peers_are_timed_as_user_code_calls_them() -> None:
         call = bound(dumps, 12345)
         assert isinstance(call, partial) and call.keywords == {}, name
         assert call() == pickle.dumps(12345, protocol=5) == dumps(12345)
+
+
+def test_the_checked_arrow_floor_reads_the_strings_and_refuses_what_it_cannot_check() -> None:
+    import pyarrow as pa
+
+    from freight.bench.peers import peer_named
+
+    dumps, loads = peer_named("arrow ipc (checked)").codec
+    table = pa.table({"i": [1, 2], "s": ["a", "é"], "l": pa.array(["x", "y"], pa.large_string())})
+    payload = dumps(table)
+    assert len(payload.strings) == 2 and loads(payload).equals(table)
+    # a floor without the checks a column needs would read too low: not measured
+    with pytest.raises(NotImplementedError, match="list<item: int64>"):
+        dumps(pa.table({"x": pa.array([[1], [2]])}))

@@ -308,6 +308,14 @@ def _arrow_ipc_write_checked(t: Any) -> _LocatedStream:
     stream = _arrow_ipc_write(t)
     strings = []
     for column in _arrow_ipc_read(stream).columns:
+        if (
+            not pa.types.is_primitive(column.type)
+            and not pa.types.is_string(column.type)
+            and not pa.types.is_large_string(column.type)
+        ):
+            # Views, lists, structs, dictionaries need checks this floor does not make: it would
+            # read too low, so it is not measured for them.
+            raise NotImplementedError(f"the checked floor covers numeric and string columns, not {column.type}")
         wide = pa.types.is_large_string(column.type)
         if wide or pa.types.is_string(column.type):
             strings += [(c.buffers()[1], c.buffers()[2], wide, c.offset, len(c)) for c in column.chunks if len(c)]
