@@ -24,6 +24,7 @@ _OTHERS = (
     "#393b79", "#ff9896", "#00a087", "#f0c808", "#6a3d9a", "#b15928", "#4dbbd5", "#636363",
 )  # fmt: skip
 # distinct hues, none red or orange (freight's); peers keep their colour across every plot of a run
+_REFERENCES = ("#000000", "#9a9a9a", "#5a5a5a")  # reference lines (copy, floors): greys
 
 
 def _colours(peers: dict[str, dict[str, bool]]) -> dict[str, str]:
@@ -33,9 +34,10 @@ def _colours(peers: dict[str, dict[str, bool]]) -> dict[str, str]:
     for i, p in enumerate(ours):
         out[p] = _OURS[i % len(_OURS)]
     others = [p for p in others if not peers[p].get("reference")]
-    for p, info in peers.items():
-        if info.get("reference"):
-            out[p] = "#000000"
+    # references (copy, Arrow's validated and checked reads) in shades of grey, each its own
+    references = [p for p, info in peers.items() if info.get("reference")]
+    for i, p in enumerate(references):
+        out[p] = _REFERENCES[i % len(_REFERENCES)]
     for i, p in enumerate(others):
         out[p] = _OTHERS[i % len(_OTHERS)]
     return out
