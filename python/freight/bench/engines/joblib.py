@@ -20,7 +20,7 @@ def _batch(parallel: Any, workload: str, values: list[Any]) -> list[Any]:
     # Each batch starts from joblib's automatic batching as a user's own Parallel call does (its
     # end resets the statistics): the one Parallel kept open for the whole run would otherwise
     # carry the batch size learnt on the previous workload into this one, so that how fast the
-    # 64 MiB arrays went decided how the closures were batched (0.72x-1.0x on the same code).
+    # previous workload went decided how the next was batched.
     parallel._backend.reset_batch_stats()
     if workload == "tiny tasks":
         return parallel(delayed(tasks.inc)(v) for v in values)
