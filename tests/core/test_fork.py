@@ -20,6 +20,8 @@ PARENT_WORK = {
     "checksums": "freight.loads(freight.dumps(np.arange(4_000_000.0), checksum=True))",
     "compressed": "freight.loads(freight.dumps(np.zeros(4_000_000), compression='lz4'))",
     "frames": "freight.loads(freight.dumps([np.zeros(2_000_000), np.ones(2_000_000)]))",
+    # a string column over 8 MiB: its offsets and UTF-8 are checked on the pool
+    "arrow strings": "freight.loads_frames(freight.dumps_frames(strings()), zero_copy=True)",
 }
 
 CHILD_WORK = """
@@ -30,12 +32,23 @@ def child_work():
     assert (freight.loads(freight.dumps(a, compression="zstd")) == a).all()
     assert (freight.loads(freight.dumps([a, a + 1]))[1] == a + 1).all()
     assert freight.loads(blob).sum() == 0
+    table = strings()
+    assert freight.loads_frames(freight.dumps_frames(table), zero_copy=True).equals(table)
+"""
+
+# 12 MB of text in one string column
+STRINGS = """
+def strings():
+    import pyarrow as pa
+
+    return pa.table({"s": pa.array(["item-%07d" % i for i in range(1_000_000)])})
 """
 
 
 @pytest.mark.parametrize("work", sorted(PARENT_WORK))
 def test_os_fork_child_finishes_large_calls(work):
     steps = run_forked(
+        STRINGS,
         f"""
         import os
         import numpy as np

@@ -365,7 +365,6 @@ pub fn compact_memo(mut trees: Vec<TreeWriter>) -> Vec<Vec<u8>> {
 
 impl TreeWriter {
     /// The finished bytes of a tree that is its own memo scope (see `compact_memo`).
-    #[inline(always)]
     pub fn finish(mut self) -> Vec<u8> {
         compact_in_place(std::slice::from_mut(&mut self));
         self.buf

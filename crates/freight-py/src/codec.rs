@@ -119,8 +119,7 @@ impl Codec {
             None => self.compression,
         };
         if encoded.state.frames.is_empty() {
-            // Nothing to compress (most small values): no policy to apply, no interpreter to
-            // release.
+            // Nothing to compress (most small values): the option is checked, nothing more.
             return Ok(Vec::new());
         }
         let sources = encoded.frame_slices();
@@ -164,7 +163,8 @@ impl Codec {
         self.prepare_encoded(py, encoded, call)
     }
 
-    /// `prepare`, for an object already encoded.
+    /// `prepare` of an object already encoded: its frames compressed and the signing key found,
+    /// with the call's options (or the codec's).
     #[inline(always)]
     fn prepare_encoded(
         &self,
@@ -195,11 +195,10 @@ impl Codec {
         let encoded = encode(py, &self.dispatch, obj)?;
         let checksum = self.checksum(call)?;
         if encoded.is_tree_only() && self.keys.is_empty() && call.get(Opt::Key).is_none() {
-            // Most small values: the header is the whole payload, with nothing to compress,
-            // seal or sign (a compression given is still checked, as for any value).
-            if let Some(compression) = call.get(Opt::Compression) {
-                options::compression(compression)?;
-            }
+            // Most small values: the header is the whole payload, with nothing to compress, seal
+            // or sign. The compression option is still checked, by the step that has no frames
+            // to apply it to (without building the prepared payload: 200 instructions a call).
+            self.compress_frames(py, &encoded, call.get(Opt::Compression))?;
             let writer = EnvelopeWriter::tree_only(&encoded.tree, encoded.state.needs_pickle);
             // SAFETY: write_header writes all `header_len` bytes before `bytes` is returned.
             let (bytes, out) = unsafe { uninit_bytes(py, writer.header_len())? };

@@ -144,7 +144,6 @@ impl<'a, 'py> Walker<'a, 'py> {
     }
 
     /// The finished tree of a walk that is its own memo scope.
-    #[inline(always)]
     pub fn into_tree(self) -> Vec<u8> {
         self.w.finish()
     }
