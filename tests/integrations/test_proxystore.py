@@ -267,6 +267,26 @@ def test_put_without_a_key_in_a_signed_store_fails_clearly(connector, store_name
         assert store.get(store.put(np.arange(3))).tolist() == [0, 1, 2]
 
 
+def test_a_key_set_in_the_environment_after_first_use_is_used(connector, store_name, monkeypatch):
+    # The store's codec is cached between calls; a key the environment gains (or loses) later
+    # must still be seen on the next put or get, per-store variable and FREIGHT_KEY alike.
+    with freight_store(store_name, connector, key=KEY, cache_size=0) as store:
+        unconfigure(store_name)
+        with pytest.raises(MissingKeyError):
+            store.put(np.arange(3))
+        for var in (key_env_var(store_name), "FREIGHT_KEY"):
+            monkeypatch.setenv(var, "hex:" + KEY.hex())
+            key = store.put(np.arange(3))
+            assert store.get(key).tolist() == [0, 1, 2]
+            monkeypatch.setenv(var, "another key")
+            with pytest.raises(ProxyStoreSerializationError) as info:
+                store.get(key)  # signed under KEY, read under another
+            assert isinstance(freight_error(info.value), freight.IntegrityError)
+            monkeypatch.delenv(var)
+        with pytest.raises(MissingKeyError):
+            store.put(np.arange(3))
+
+
 # --- allow_pickle --------------------------------------------------------------------------------
 
 

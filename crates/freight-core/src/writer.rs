@@ -33,6 +33,13 @@ pub struct TreeWriter {
     /// Four are held inline: a small value's (a root dict's kept marker, a few keys) cost a
     /// heap allocation and its free, ~200 of a 10-key dict's ~5.6k-instruction `dumps`.
     marks: SmallVec<[MemoMark; 4]>,
+    /// One bit per memo slot that a reference or a kept marker uses (see `compact_memo`).
+    used: SmallVec<[u64; 1]>,
+    /// Every slot below this one is used, so compaction keeps their markers and the numbers of
+    /// the slots after them: a reference to a slot up to this one is final as written and needs
+    /// no mark. Records (the same keys referenced in every dict) then mark nothing past their
+    /// first dicts: 10k of them made 50k marks, 1.2 MB written and read back for nothing.
+    used_below: u32,
 }
 
 /// A memo marker (`is_ref == false`) or a reference written at `buf[start..end]`.
@@ -42,22 +49,20 @@ struct MemoMark {
     end: usize,
     slot: u32,
     is_ref: bool,
-    /// A marker kept whether or not a reference uses it (see `TreeWriter::memo`).
-    kept: bool,
 }
 
 impl TreeWriter {
     pub fn new() -> Self {
         Self {
             buf: Vec::with_capacity(64),
-            marks: SmallVec::new(),
+            ..Self::default()
         }
     }
 
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             buf: Vec::with_capacity(capacity),
-            marks: SmallVec::new(),
+            ..Self::default()
         }
     }
 
@@ -71,7 +76,9 @@ impl TreeWriter {
         self.buf.is_empty()
     }
 
-    /// Drops everything written after `len` (used to roll back a subtree).
+    /// Drops everything written after `len` (used to roll back a subtree). The slots its
+    /// references used stay used: their markers are kept, which costs a byte each and changes
+    /// no value (a rollback is rare: a datetime whose tzinfo has no native form).
     pub fn truncate(&mut self, len: usize) {
         self.buf.truncate(len);
         while self.marks.last().is_some_and(|m| m.start >= len) {
@@ -185,8 +192,10 @@ impl TreeWriter {
             end: self.buf.len(),
             slot,
             is_ref: false,
-            kept,
         });
+        if kept {
+            self.use_slot(slot);
+        }
     }
 
     /// A reference to the object that took memo slot `slot`.
@@ -195,13 +204,35 @@ impl TreeWriter {
         let start = self.buf.len();
         self.tag(Tag::Ref);
         self.uvarint(slot as u64);
-        self.marks.push(MemoMark {
-            start,
-            end: self.buf.len(),
-            slot,
-            is_ref: true,
-            kept: false,
-        });
+        if slot > self.used_below {
+            // A slot below may yet go unused, and this one be renumbered: compaction must find it.
+            self.marks.push(MemoMark {
+                start,
+                end: self.buf.len(),
+                slot,
+                is_ref: true,
+            });
+        }
+        self.use_slot(slot);
+    }
+
+    #[inline]
+    fn use_slot(&mut self, slot: u32) {
+        let word = slot as usize / 64;
+        if word >= self.used.len() {
+            self.used.resize(word + 1, 0);
+        }
+        self.used[word] |= 1 << (slot % 64);
+        while self.is_used(self.used_below) {
+            self.used_below += 1;
+        }
+    }
+
+    #[inline]
+    fn is_used(&self, slot: u32) -> bool {
+        self.used
+            .get(slot as usize / 64)
+            .is_some_and(|word| word >> (slot % 64) & 1 == 1)
     }
 
     fn clock(&mut self, f: &DateTimeFields) {
@@ -374,59 +405,43 @@ impl TreeWriter {
 /// `compact_memo` without allocating: markers only go and slot numbers only shrink, so each
 /// tree is rewritten over itself, front to back (a memmove of the spans between marks).
 fn compact_in_place(trees: &mut [TreeWriter]) {
-    let marked = |m: &&MemoMark| !m.is_ref;
     let Some(slots) = trees
         .iter()
-        .flat_map(|t| t.marks.iter().filter(marked))
+        .flat_map(|t| t.marks.iter().filter(|m| !m.is_ref))
         .map(|m| m.slot as usize + 1)
         .max()
     else {
         return; // no memo marker at all: nothing to do
     };
-    let referenced = trees
-        .iter()
-        .any(|t| t.marks.iter().any(|m| m.is_ref || m.kept));
-    // The new number of each slot, None where no reference uses it (all of them when nothing
-    // is referenced: the common case of objects merely held elsewhere).
-    if referenced && slots <= 64 {
-        // Every slot used (a root container's kept marker, keys referenced in order): the bytes
-        // are final. Told from a bit mask, without allocating the table below, which cost a
-        // third of this function's ~370 instructions in a 10-key dict's dumps.
-        let used = trees
-            .iter()
-            .flat_map(|t| &t.marks)
-            .filter(|m| (m.is_ref || m.kept) && (m.slot as usize) < slots)
-            .fold(0u64, |mask, m| mask | 1 << m.slot);
-        if used == u64::MAX >> (64 - slots) {
-            return;
+    // The slots used anywhere in the scope (a reference in one tree may use a slot another marks).
+    let mut used: SmallVec<[u64; 1]> = SmallVec::from_elem(0, slots.div_ceil(64));
+    for tree in trees.iter() {
+        for (all, &word) in used.iter_mut().zip(&tree.used) {
+            *all |= word;
         }
     }
+    if slots % 64 != 0 {
+        *used.last_mut().expect("slots > 0") &= u64::MAX >> (64 - slots % 64);
+    }
+    let count: usize = used.iter().map(|w| w.count_ones() as usize).sum();
+    if count == slots {
+        // Every slot used (a root container's kept marker, keys referenced in order): the bytes
+        // are final, and no table is built (a third of a 10-key dict's compaction once).
+        return;
+    }
+    // The new number of each slot, None where no reference uses it (all of them when nothing
+    // is referenced: the common case of objects merely held elsewhere).
     let mut renumbered: Vec<Option<u32>> = Vec::new();
-    if referenced {
-        renumbered = vec![None; slots];
-        for mark in trees
-            .iter()
-            .flat_map(|t| &t.marks)
-            .filter(|m| m.is_ref || m.kept)
-        {
-            if let Some(slot) = renumbered.get_mut(mark.slot as usize) {
-                *slot = Some(0);
-            }
-        }
+    if count > 0 {
         let mut next = 0u32;
-        let mut identity = true;
-        for (i, slot) in renumbered.iter_mut().enumerate() {
-            if let Some(n) = slot {
-                *n = next;
-                identity &= next as usize == i;
-                next += 1;
-            } else {
-                identity = false;
-            }
-        }
-        if identity {
-            return; // every marker is used, in order: the bytes are final
-        }
+        renumbered = (0..slots)
+            .map(|slot| {
+                (used[slot / 64] >> (slot % 64) & 1 == 1).then(|| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
     }
     for tree in trees.iter_mut() {
         let Some(first) = tree.marks.first() else {

@@ -539,3 +539,61 @@ fn compaction_is_the_same_on_both_sides_of_64_slots() {
         }
     }
 }
+
+/// One step of a memo scope's writing: a marked object, or a reference to an earlier one.
+#[derive(Debug, Clone)]
+enum MemoStep {
+    Mark { kept: bool },
+    Ref(prop::sample::Index),
+}
+
+proptest! {
+    /// Compaction against a model: a marker stays when a reference or `kept` uses its slot,
+    /// slots are renumbered in order, across one or two trees of a scope, whether or not the
+    /// writer skipped marking references whose numbers cannot change.
+    #[test]
+    fn compaction_matches_its_model(
+        steps in prop::collection::vec(
+            prop_oneof![any::<bool>().prop_map(|kept| MemoStep::Mark { kept }),
+                        any::<prop::sample::Index>().prop_map(MemoStep::Ref)],
+            0..200),
+        split in any::<prop::sample::Index>(),
+    ) {
+        // What each step is, with references resolved to a marked slot.
+        let mut plan: Vec<(bool, u32, bool)> = Vec::new(); // (is_ref, slot, kept)
+        let mut marked = 0u32;
+        for step in &steps {
+            match step {
+                MemoStep::Mark { kept } => {
+                    plan.push((false, marked, *kept));
+                    marked += 1;
+                }
+                MemoStep::Ref(i) if marked > 0 => plan.push((true, i.index(marked as usize) as u32, false)),
+                MemoStep::Ref(_) => {}
+            }
+        }
+        let used: Vec<bool> = (0..marked)
+            .map(|s| plan.iter().any(|&(r, slot, kept)| slot == s && (r || kept)))
+            .collect();
+        let number = |s: u32| used[..s as usize].iter().filter(|&&u| u).count() as u32;
+        let cut = split.index(plan.len() + 1);
+        let (mut trees, mut want) = (vec![TreeWriter::new(), TreeWriter::new()], vec![TreeWriter::new(), TreeWriter::new()]);
+        for (i, &(is_ref, slot, kept)) in plan.iter().enumerate() {
+            let t = usize::from(i >= cut);
+            if is_ref {
+                trees[t].reference(slot);
+                want[t].reference(number(slot));
+            } else {
+                trees[t].memo(slot, kept);
+                if used[slot as usize] {
+                    want[t].memo(number(slot), kept);
+                }
+                trees[t].container(Tag::List, 0);
+                want[t].container(Tag::List, 0);
+            }
+        }
+        let out = freight_core::compact_memo(trees);
+        let want: Vec<Vec<u8>> = want.into_iter().map(TreeWriter::into_bytes).collect();
+        prop_assert_eq!(out, want);
+    }
+}

@@ -161,6 +161,19 @@ def _configured(name: str) -> tuple[bytes | list[bytes] | None, bool | None]:
     return key, allow_pickle
 
 
+def _env_probe(store_var: str) -> Any:
+    """A function returning the current values of ``store_var`` and ``FREIGHT_KEY`` as the
+    environment keeps them (compared with the last ones, never used: ``_configured`` reads the key
+    itself). ``os.environ.get`` of a variable that is not set raises and catches a KeyError: 1.8 us
+    each, two per ``put`` and two per ``get``, more than a tiny value's whole serialization.
+    ``os.environ`` keeps its values in ``_data``, the mapping its own methods read and write."""
+    data, encode = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
+    if not isinstance(data, dict) or encode is None:  # pragma: no cover - not CPython's os.environ
+        return lambda: (os.environ.get(store_var), os.environ.get("FREIGHT_KEY"))
+    get, first, second = data.get, encode(store_var), encode("FREIGHT_KEY")
+    return lambda: (get(first), get(second))
+
+
 class _StoreCodec:
     """What a proxy carries: the store's name, freight's non-secret options and whether the store is
     signed. Pickles by reference to its class (``__reduce__``): never a key, never a ``Freight``."""
@@ -178,6 +191,7 @@ class _StoreCodec:
         # proxystore names the deserializer in its error messages with obj.__qualname__.
         self.__qualname__ = type(self).__qualname__
         self._env_var = key_env_var(store)
+        self._env = _env_probe(self._env_var)
         self._cached: tuple[Any, Any, freight.Freight] | None = None  # never pickled (__reduce__)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -202,7 +216,7 @@ class _StoreCodec:
         conf = _CONFIG.get(self.store)
         env = None
         if conf is None or conf["key"] is None:
-            env = (os.environ.get(self._env_var), os.environ.get("FREIGHT_KEY"))
+            env = self._env()
         cached = self._cached
         if cached is not None and cached[0] is conf and cached[1] == env:
             return cached[2]
