@@ -218,3 +218,33 @@ def test_a_value_of_its_tree_alone_is_written_as_any_other(value):
         freight.dumps(value, checksum="yes")
     # signed: the general path, which the key changes
     assert freight.loads(freight.dumps(value, key=b"k" * 32), key=b"k" * 32) == value
+
+
+_DUP = "a str held twice"
+_KEY = "a key that is also a value"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, True, False, 0, -1, 2**63 - 1, -(2**63), 2**63, -0.0, 1e308, "", "héllo ✓", "\ud800 lone",
+     "x" * 5000, "y" * (64 * 1024), (), [], {}, (1, "two", 3.0), [None, True, -7, 2.5, "s"],
+     {"k": "v", "n": None}, tuple(range(32)), tuple(range(33)), list(range(32)), list(range(33)),
+     {f"k{i}": i for i in range(32)}, {f"k{i}": i for i in range(33)}, (_DUP, _DUP), [1, _DUP, 2, _DUP],
+     {"x": _DUP, "y": _DUP}, {_KEY: 1, "other": _KEY}, {"first": _KEY, _KEY: 2}, ((1,),), [[]], (2**70,),
+     ("\udfff",), {1: "int key"}, {"v": b"bytes"}, (1, 2**64)],
+)  # fmt: skip
+def test_a_small_root_is_written_as_the_walk_writes_it(value):
+    # Scalars and flat containers of up to 32 of them are written without the walk (a str held
+    # twice, a big int, a nested or larger container fall back to it): the same bytes as the
+    # general path (`dumps_frames`), the same value back, a str held twice still one object.
+    payload = freight.dumps(value)
+    assert payload == bytes(freight.dumps_frames(value)[0]) or len(freight.dumps_frames(value)) > 1
+    back = freight.loads(payload)
+    assert back == value and type(back) is type(value)
+    if isinstance(value, (tuple, list)) and value.count(_DUP) == 2:
+        first, second = (x for x in back if x == _DUP)
+        assert first is second
+    if isinstance(value, dict) and _KEY in value.values():
+        keys = [k for k in back if k == _KEY]
+        values = [v for v in back.values() if v == _KEY]
+        assert keys[0] is values[0]

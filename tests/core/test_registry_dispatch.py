@@ -76,6 +76,18 @@ def test_user_serializer_takes_precedence_over_builtin_int():
     assert ser.calls == 2
 
 
+def test_user_serializer_for_int_sees_a_small_root():
+    # Scalars and small flat containers at the root are written without the walk: a serializer
+    # registered for int must see them there too.
+    codec = freight.Freight()
+    ser = CountingIntSerializer()
+    codec.register(ser)
+    for value, calls in [(7, 1), ((1, 2.5), 1), ([1, 2], 2), ({"a": 3, "b": None}, 1)]:
+        before = ser.calls
+        assert codec.loads(codec.dumps(value)) == value
+        assert ser.calls - before == calls, value
+
+
 class UpperStrSerializer:
     """Stores a str upper-cased (so that a test sees which strings it encoded)."""
 

@@ -59,6 +59,15 @@ impl TreeWriter {
         }
     }
 
+    /// A writer over `buf`, emptied, keeping its capacity (a buffer reused between trees).
+    pub fn over(mut buf: Vec<u8>) -> Self {
+        buf.clear();
+        Self {
+            buf,
+            ..Self::default()
+        }
+    }
+
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             buf: Vec::with_capacity(capacity),

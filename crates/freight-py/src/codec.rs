@@ -14,7 +14,7 @@ use crate::decode::tree::{Memo, TreeDecoder};
 use crate::decode::{decode, decode_builtins, DecodeCtx, DecodeOptions};
 use crate::encode::compression::{self, StoredFrame};
 use crate::encode::dispatch::DispatchRefs;
-use crate::encode::{encode, Encoded};
+use crate::encode::{encode, scalar, Encoded};
 use crate::errors::{Error, Result};
 use crate::options::{self, Compression};
 use crate::payload_parts::PayloadParts;
@@ -192,6 +192,13 @@ impl Codec {
         obj: &Bound<'py, PyAny>,
         call: &CallOptions<'_, '_>,
     ) -> Result<Bound<'py, PyBytes>> {
+        if call.none_but(&[]) && self.keys.is_empty() && !self.dispatch.overrides_native(py) {
+            // A small root (a scalar, a few of them in a container): no walk, the header is the
+            // whole payload.
+            if let Some(bytes) = scalar::with_small_root(obj, |tree| tree_only(py, tree, false)) {
+                return bytes;
+            }
+        }
         let encoded = encode(py, &self.dispatch, obj)?;
         let checksum = self.checksum(call)?;
         if encoded.is_tree_only() && self.keys.is_empty() && call.get(Opt::Key).is_none() {
@@ -199,11 +206,7 @@ impl Codec {
             // or sign. The compression option is still checked, by the step that has no frames
             // to apply it to (without building the prepared payload: 200 instructions a call).
             self.compress_frames(py, &encoded, call.get(Opt::Compression))?;
-            let writer = EnvelopeWriter::tree_only(&encoded.tree, encoded.state.needs_pickle);
-            // SAFETY: write_header writes all `header_len` bytes before `bytes` is returned.
-            let (bytes, out) = unsafe { uninit_bytes(py, writer.header_len())? };
-            writer.write_header(out, None);
-            return Ok(bytes);
+            return tree_only(py, &encoded.tree, encoded.state.needs_pickle);
         }
         let prepared = self.prepare_encoded(py, encoded, call)?;
         let spec = prepared.spec(checksum);
@@ -403,4 +406,13 @@ impl Codec {
         let parts = export_frame_list(frames)?;
         self.decode_parts(py, parts, opts)
     }
+}
+
+/// The payload of a tree without frames, key or signature: its header is the whole of it.
+fn tree_only<'py>(py: Python<'py>, tree: &[u8], needs_pickle: bool) -> Result<Bound<'py, PyBytes>> {
+    let writer = EnvelopeWriter::tree_only(tree, needs_pickle);
+    // SAFETY: write_header writes all `header_len` bytes before `bytes` is returned.
+    let (bytes, out) = unsafe { uninit_bytes(py, writer.header_len())? };
+    writer.write_header(out, None);
+    Ok(bytes)
 }

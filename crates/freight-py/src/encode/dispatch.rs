@@ -146,6 +146,11 @@ impl DispatchRefs {
         }
     }
 
+    /// Whether a registration overrides a type the walker encodes natively (int, str, ...).
+    pub fn overrides_native(&self, py: Python<'_>) -> bool {
+        !self.tables.get().native.bind(py).is_empty()
+    }
+
     pub fn clone_ref(&self, py: Python<'_>) -> Self {
         Self {
             tables: self.tables.clone_ref(py),
