@@ -186,18 +186,29 @@ impl Codec {
         Ok(options::flag("checksum", call.get(Opt::Checksum))?.unwrap_or(self.checksum))
     }
 
+    /// The payload of a small root (a scalar, a few of them in a container), written without a
+    /// walk (its header is the whole of it), when the call and the codec change nothing in it.
+    #[inline(always)]
+    fn small_root<'py>(
+        &self,
+        py: Python<'py>,
+        obj: &Bound<'py, PyAny>,
+        call: &CallOptions<'_, '_>,
+    ) -> Option<Result<Bound<'py, PyBytes>>> {
+        if !call.none_but(&[]) || !self.keys.is_empty() || self.dispatch.overrides_native(py) {
+            return None;
+        }
+        scalar::with_small_root(obj, |tree| tree_only(py, tree, false))
+    }
+
     pub(crate) fn dumps<'py>(
         &self,
         py: Python<'py>,
         obj: &Bound<'py, PyAny>,
         call: &CallOptions<'_, '_>,
     ) -> Result<Bound<'py, PyBytes>> {
-        if call.none_but(&[]) && self.keys.is_empty() && !self.dispatch.overrides_native(py) {
-            // A small root (a scalar, a few of them in a container): no walk, the header is the
-            // whole payload.
-            if let Some(bytes) = scalar::with_small_root(obj, |tree| tree_only(py, tree, false)) {
-                return bytes;
-            }
+        if let Some(bytes) = self.small_root(py, obj, call) {
+            return bytes;
         }
         let encoded = encode(py, &self.dispatch, obj)?;
         let checksum = self.checksum(call)?;
@@ -260,6 +271,9 @@ impl Codec {
         obj: &Bound<'py, PyAny>,
         call: &CallOptions<'_, '_>,
     ) -> Result<Bound<'py, PyList>> {
+        if let Some(header) = self.small_root(py, obj, call) {
+            return Ok(PyList::new(py, [header?])?);
+        }
         let prepared = self.prepare(py, obj, call)?;
         let spec = prepared.spec(self.checksum(call)?);
         let mut writer = EnvelopeWriter::new(&spec);
