@@ -153,6 +153,84 @@ struct BarePrefix {
     len: u8,
 }
 
+impl BarePrefix {
+    #[inline]
+    fn new(tree_len: usize, flag_bits: u8) -> Self {
+        let mut bytes = [0u8; 16];
+        bytes[..MAGIC.len()].copy_from_slice(&MAGIC);
+        bytes[4] = VERSION;
+        bytes[5] = flag_bits;
+        // The header length as put_uvarint writes it (LEB128).
+        let (mut len, mut v) = (6, tree_len as u64);
+        while v >= 0x80 {
+            bytes[len] = (v as u8) | 0x80;
+            v >>= 7;
+            len += 1;
+        }
+        bytes[len] = v as u8;
+        Self {
+            bytes,
+            len: len as u8 + 1,
+        }
+    }
+
+    #[inline]
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// The envelope of an unsigned payload that is its tree alone: no frames, no serializer tags,
+/// no producer versions (most small values). The bytes `EnvelopeWriter::new` lays out for such a
+/// spec, written without building one (its buffers and bookkeeping were a third of a small
+/// value's `dumps`).
+pub struct TreeOnly<'a> {
+    prefix: BarePrefix,
+    tree: &'a [u8],
+}
+
+impl<'a> TreeOnly<'a> {
+    #[inline]
+    pub fn new(tree: &'a [u8], needs_pickle: bool) -> Self {
+        let flag_bits = if needs_pickle { flags::NEEDS_PICKLE } else { 0 };
+        Self {
+            prefix: BarePrefix::new(tree.len(), flag_bits),
+            tree,
+        }
+    }
+
+    /// The payload's length: prefix, tree and the header checksum.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.prefix.len as usize + self.tree.len() + HEADER_CHECKSUM_LEN
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Writes the payload into `out` (exactly `len()` bytes).
+    #[inline]
+    pub fn write(&self, out: &mut [u8]) {
+        seal_header(out, self.prefix.as_bytes(), self.tree);
+    }
+}
+
+/// Writes `head` and `tree` at the start of `out`, then the checksum of both after them;
+/// returns where the checksum ends.
+#[inline]
+fn seal_header(out: &mut [u8], head: &[u8], tree: &[u8]) -> usize {
+    let (prefix, rest) = out.split_at_mut(head.len());
+    prefix.copy_from_slice(head);
+    rest[..tree.len()].copy_from_slice(tree);
+    let end = head.len() + tree.len();
+    let sum = checksum::hash(&out[..end]);
+    let end = end + HEADER_CHECKSUM_LEN;
+    out[end - HEADER_CHECKSUM_LEN..end].copy_from_slice(&sum.to_le_bytes());
+    end
+}
+
 /// Whether a payload with these header flags packs its small frames.
 #[inline]
 pub fn packed(flag_bits: u8) -> bool {
@@ -231,47 +309,20 @@ impl<'a> EnvelopeWriter<'a> {
     /// allocation that `new` pays for otherwise (a tenth of a small value's `dumps`).
     #[inline(never)]
     fn bare(spec: &EnvelopeSpec<'a>, flag_bits: u8) -> Self {
-        Self::bare_over(spec.tree, spec.signed, flag_bits)
-    }
-
-    /// The writer of an unsigned payload that is its tree alone: no frames, no serializer tags,
-    /// no producer versions (most small values). What `new` returns for such a spec, without
-    /// building one.
-    pub fn tree_only(tree: &'a [u8], needs_pickle: bool) -> Self {
-        let flag_bits = if needs_pickle { flags::NEEDS_PICKLE } else { 0 };
-        Self::bare_over(tree, false, flag_bits)
-    }
-
-    fn bare_over(tree: &'a [u8], signed: bool, flag_bits: u8) -> Self {
-        let mut bytes = [0u8; 16];
-        bytes[..MAGIC.len()].copy_from_slice(&MAGIC);
-        bytes[4] = VERSION;
-        bytes[5] = flag_bits;
-        // The header length as put_uvarint writes it (LEB128).
-        let (mut len, mut v) = (6, tree.len() as u64);
-        while v >= 0x80 {
-            bytes[len] = (v as u8) | 0x80;
-            v >>= 7;
-            len += 1;
-        }
-        bytes[len] = v as u8;
         Self {
             prefix: Vec::new(),
-            bare: Some(BarePrefix {
-                bytes,
-                len: len as u8 + 1,
-            }),
-            tree,
+            bare: Some(BarePrefix::new(spec.tree.len(), flag_bits)),
+            tree: spec.tree,
             seals: Vec::new(),
             frame_lens: Vec::new(),
-            signed,
+            signed: spec.signed,
         }
     }
 
     /// Magic, version, flags, header length, meta section and frame table.
     fn prefix(&self) -> &[u8] {
         match &self.bare {
-            Some(bare) => &bare.bytes[..bare.len as usize],
+            Some(bare) => bare.as_bytes(),
             None => &self.prefix,
         }
     }
@@ -325,14 +376,7 @@ impl<'a> EnvelopeWriter<'a> {
     /// payload, the HMAC of everything before it under `key`. Call it after the frames are
     /// sealed (`seal_frames`, or `write_contiguous`).
     pub fn write_header(&self, out: &mut [u8], key: Option<&[u8]>) {
-        let head = self.prefix();
-        let (prefix, rest) = out.split_at_mut(head.len());
-        prefix.copy_from_slice(head);
-        rest[..self.tree.len()].copy_from_slice(self.tree);
-        let end = head.len() + self.tree.len();
-        let sum = checksum::hash(&out[..end]);
-        let end = end + HEADER_CHECKSUM_LEN;
-        out[end - HEADER_CHECKSUM_LEN..end].copy_from_slice(&sum.to_le_bytes());
+        let end = seal_header(out, self.prefix(), self.tree);
         match (self.signed, key) {
             (true, Some(key)) => {
                 let signature = sign::sign(key, &[&out[..end]]);

@@ -59,13 +59,17 @@ impl TreeWriter {
         }
     }
 
-    /// A writer over `buf`, emptied, keeping its capacity (a buffer reused between trees).
-    pub fn over(mut buf: Vec<u8>) -> Self {
-        buf.clear();
-        Self {
-            buf,
-            ..Self::default()
-        }
+    /// Empties the writer for another tree, keeping its buffer's capacity.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.marks.clear();
+        self.used.clear();
+        self.used_below = 0;
+    }
+
+    /// The buffer's capacity (what a writer kept for reuse holds on to).
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     pub fn with_capacity(capacity: usize) -> Self {

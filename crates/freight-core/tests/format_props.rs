@@ -597,3 +597,27 @@ proptest! {
         prop_assert_eq!(out, want);
     }
 }
+
+proptest! {
+    /// A payload of its tree alone is written by `TreeOnly` exactly as `EnvelopeWriter` lays out
+    /// the same spec, and reads back.
+    #[test]
+    fn a_tree_alone_is_laid_out_as_any_envelope(tree in prop::collection::vec(any::<u8>(), 0..300), needs_pickle in any::<bool>()) {
+        let spec = EnvelopeSpec {
+            needs_pickle,
+            tags: vec![],
+            versions: vec![],
+            frames: vec![],
+            checksums: false,
+            signed: false,
+            tree: &tree,
+        };
+        let writer = EnvelopeWriter::new(&spec);
+        let mut want = vec![0u8; writer.header_len()];
+        writer.write_header(&mut want, None);
+        let payload = freight_core::envelope::TreeOnly::new(&tree, needs_pickle);
+        let mut got = vec![0u8; payload.len()];
+        payload.write(&mut got);
+        prop_assert_eq!(&got, &want);
+    }
+}

@@ -3,7 +3,7 @@
 //! then lay the envelope out and copy the frames with the GIL released. Loading opens the
 //! payload through freight-core and rebuilds the objects (decode/).
 
-use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter};
+use freight_core::envelope::{EnvelopeSpec, EnvelopeWriter, TreeOnly};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -424,9 +424,9 @@ impl Codec {
 
 /// The payload of a tree without frames, key or signature: its header is the whole of it.
 fn tree_only<'py>(py: Python<'py>, tree: &[u8], needs_pickle: bool) -> Result<Bound<'py, PyBytes>> {
-    let writer = EnvelopeWriter::tree_only(tree, needs_pickle);
-    // SAFETY: write_header writes all `header_len` bytes before `bytes` is returned.
-    let (bytes, out) = unsafe { uninit_bytes(py, writer.header_len())? };
-    writer.write_header(out, None);
+    let payload = TreeOnly::new(tree, needs_pickle);
+    // SAFETY: write writes all `len` bytes before `bytes` is returned.
+    let (bytes, out) = unsafe { uninit_bytes(py, payload.len())? };
+    payload.write(out);
     Ok(bytes)
 }

@@ -6,7 +6,7 @@
 //! (`Walker::walk`, a root list or dict with its kept memo marker); a test compares the two
 //! paths' payloads for every kind.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 
 use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
@@ -15,8 +15,9 @@ use pyo3::prelude::*;
 use crate::encode::walker::FRAME_MIN;
 
 thread_local! {
-    /// The buffer scalar trees are written into, kept between calls (a malloc and a free less).
-    static TREE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+    /// The writer small trees are written with, kept between calls (its buffer's malloc and free,
+    /// and the moves of a writer by value, less).
+    static WRITER: RefCell<TreeWriter> = RefCell::new(TreeWriter::with_capacity(64));
 }
 
 /// The most items (pairs for a dict) of a container written here: the check that no str
@@ -29,13 +30,20 @@ pub(crate) fn with_small_root<R>(
     obj: &Bound<'_, PyAny>,
     write: impl FnOnce(&[u8]) -> R,
 ) -> Option<R> {
-    let mut w = TreeWriter::over(TREE.take());
-    let written = small_root(obj.as_ptr(), &mut w).then(|| write(w.as_bytes()));
-    let buf = w.into_bytes();
-    if buf.capacity() <= 4096 {
-        TREE.set(buf); // up to 4 KiB: larger trees are not kept between calls
-    }
-    written
+    WRITER.with(|cell| {
+        let Ok(mut w) = cell.try_borrow_mut() else {
+            return None; // `write` called freight again on this thread: the walk
+        };
+        w.clear();
+        if !small_root(obj.as_ptr(), &mut w) {
+            return None;
+        }
+        let written = write(w.as_bytes());
+        if w.capacity() > 4096 {
+            *w = TreeWriter::with_capacity(64); // a large str's buffer is not kept
+        }
+        Some(written)
+    })
 }
 
 fn small_root(ptr: *mut ffi::PyObject, w: &mut TreeWriter) -> bool {
