@@ -22,6 +22,8 @@ PARENT_WORK = {
     "frames": "freight.loads(freight.dumps([np.zeros(2_000_000), np.ones(2_000_000)]))",
     # a string column over 8 MiB: its offsets and UTF-8 are checked on the pool
     "arrow strings": "freight.loads_frames(freight.dumps_frames(strings()), zero_copy=True)",
+    # dict keys go through the process's key cache (a lock the child must find free)
+    "dict keys": "freight.loads(freight.dumps([{'id': i, 'name': str(i)} for i in range(1000)]))",
 }
 
 CHILD_WORK = """
@@ -32,6 +34,7 @@ def child_work():
     assert (freight.loads(freight.dumps(a, compression="zstd")) == a).all()
     assert (freight.loads(freight.dumps([a, a + 1]))[1] == a + 1).all()
     assert freight.loads(blob).sum() == 0
+    assert freight.loads(freight.dumps({"id": 1, "tags": {"a": 2}})) == {"id": 1, "tags": {"a": 2}}
     table = strings()
     assert freight.loads_frames(freight.dumps_frames(table), zero_copy=True).equals(table)
 """

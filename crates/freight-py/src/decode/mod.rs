@@ -5,6 +5,7 @@
 
 mod arrow_meta;
 pub mod input;
+mod keys;
 mod numpy;
 pub mod pickle_source;
 mod serializer;

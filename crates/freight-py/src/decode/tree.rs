@@ -15,6 +15,7 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFrozenSet, PySet};
 
 use crate::buffer::uninit_bytes;
 use crate::decode::input::DecodeCtx;
+use crate::decode::keys;
 use crate::errors::{Decoding, Error, Result};
 use crate::limits::{with_stack, MAX_DEPTH, MAX_HASHABLE_DEPTH};
 
@@ -147,6 +148,24 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     fn item(&mut self, r: &mut Reader<'_>) -> Result<Bound<'py, PyAny>> {
         self.pending = self.pending.saturating_sub(1);
         self.node(r, None)
+    }
+
+    /// A dict key: a short ASCII str from the key cache (keys.rs), anything else as any item.
+    #[inline]
+    fn key(&mut self, r: &mut Reader<'_>) -> Result<Bound<'py, PyAny>> {
+        let mut ahead = r.clone();
+        if ahead.tag().ok() == Some(Tag::Str) {
+            if let Some(key) = ahead
+                .byte_string("a str")
+                .ok()
+                .and_then(|data| keys::cached(self.py, data))
+            {
+                *r = ahead;
+                self.pending = self.pending.saturating_sub(1);
+                return key.decoding("a dict key");
+            }
+        }
+        self.item(r)
     }
 
     fn fill(&mut self, slot: Option<usize>, obj: &Bound<'py, PyAny>) {
@@ -356,7 +375,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
         };
         self.fill(slot, dict.as_any());
         for _ in 0..n {
-            let key = self.item(r)?;
+            let key = self.key(r)?;
             let value = self.item(r)?;
             // SAFETY: dict, key and value are live; SetItem does not steal references.
             if unsafe { ffi::PyDict_SetItem(dict.as_ptr(), key.as_ptr(), value.as_ptr()) } != 0 {
