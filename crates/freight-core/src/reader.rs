@@ -152,8 +152,8 @@ impl<'a> Reader<'a> {
     #[inline]
     pub fn count(&mut self, min_item_bytes: usize, what: &'static str) -> Result<usize> {
         let n = self.uvarint(what)?;
-        let max = (self.remaining() / min_item_bytes.max(1)) as u64;
-        if n > max {
+        // n * min <= remaining, without a division (a container's every decode pays it)
+        if n.saturating_mul(min_item_bytes.max(1) as u64) > self.remaining() as u64 {
             return Err(Error::corrupt(format!(
                 "{what} declares {n} items but only {} bytes remain",
                 self.remaining()
@@ -174,6 +174,12 @@ impl<'a> Reader<'a> {
             });
         }
         self.take(n as usize, what)
+    }
+
+    /// The next byte, not consumed (a node's tag, to choose how to read it).
+    #[inline(always)]
+    pub fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
     }
 
     #[inline(always)]

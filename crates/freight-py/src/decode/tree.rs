@@ -153,8 +153,9 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
     /// A dict key: a short ASCII str from the key cache (keys.rs), anything else as any item.
     #[inline]
     fn key(&mut self, r: &mut Reader<'_>) -> Result<Bound<'py, PyAny>> {
-        let mut ahead = r.clone();
-        if ahead.tag().ok() == Some(Tag::Str) {
+        if r.peek() == Some(Tag::Str as u8) {
+            let mut ahead = r.clone();
+            ahead.tag()?;
             if let Some(key) = ahead
                 .byte_string("a str")
                 .ok()
