@@ -399,6 +399,13 @@ def test_render_merges_workloads_measured_again(states_run: dict, tmp_path: Path
     assert proc.returncode == 2 and "different settings (point_s)" in proc.stderr
     proc = _bench("--merge", str(tmp_path / "later.json"), "--out", str(out), cwd=tmp_path)
     assert proc.returncode == 2 and "goes with --render" in proc.stderr
+    # A run missing a peer the earlier one measured that workload with (not installed) is refused.
+    peers = sorted({m["peer"] for m in later["measurements"]})
+    fewer = dict(later, measurements=[m for m in later["measurements"] if m["peer"] != peers[-1]])
+    (tmp_path / "fewer.json").write_text(json.dumps(fewer))
+    proc = _bench("--render", str(tmp_path / "earlier.json"), "--merge", str(tmp_path / "fewer.json"),
+                  "--out", str(out), "--no-plots", cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and f"numpy-float64 without {peers[-1]}" in proc.stderr
 
 
 def test_engines_summary_scores_targets_and_marks_same_path(tmp_path: Path) -> None:
