@@ -217,6 +217,9 @@ impl TreeWriter {
         let start = self.buf.len();
         self.tag(Tag::Ref);
         self.uvarint(slot as u64);
+        if slot < self.used_below {
+            return; // used already, as every slot before it: final as written
+        }
         if slot > self.used_below {
             // A slot below may yet go unused, and this one be renumbered: compaction must find it.
             self.marks.push(MemoMark {
