@@ -199,15 +199,11 @@ impl<'a> TreeOnly<'a> {
         }
     }
 
-    /// The payload's length: prefix, tree and the header checksum.
+    /// The payload's length: prefix, tree and the header checksum (never empty).
+    #[allow(clippy::len_without_is_empty)]
     #[inline]
     pub fn len(&self) -> usize {
         self.prefix.len as usize + self.tree.len() + HEADER_CHECKSUM_LEN
-    }
-
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// Writes the payload into `out` (exactly `len()` bytes).

@@ -30,7 +30,7 @@ static CACHE: Mutex<Vec<Option<Slot>>> = Mutex::new(Vec::new());
 /// The str of `data` from the cache, made and cached on a miss; None when `data` is not a
 /// key the cache holds (too long, not ASCII), which the caller decodes as any str.
 #[inline]
-pub(crate) fn cached<'py>(py: Python<'py>, data: &[u8]) -> Option<PyResult<Bound<'py, PyAny>>> {
+pub(crate) fn cached<'py>(py: Python<'py>, data: &[u8]) -> Option<Bound<'py, PyAny>> {
     if data.len() > MAX_LEN || !data.is_ascii() {
         return None;
     }
@@ -42,27 +42,26 @@ pub(crate) fn cached<'py>(py: Python<'py>, data: &[u8]) -> Option<PyResult<Bound
     }
     let slot = &mut slots[index(data)];
     if let Some(hit) = slot.as_ref().filter(|s| &s.bytes[..s.len as usize] == data) {
-        return Some(Ok(hit.key.bind(py).clone().into_any()));
+        return Some(hit.key.bind(py).clone().into_any());
     }
-    Some(make(py, data).map(|key| {
-        let mut bytes = [0u8; MAX_LEN];
-        bytes[..data.len()].copy_from_slice(data);
-        // The replaced key's reference is dropped here, attached.
-        *slot = Some(Slot {
-            len: data.len() as u8,
-            bytes,
-            key: key.clone().unbind(),
-        });
-        key.into_any()
-    }))
+    let key = make(py, data);
+    let mut bytes = [0u8; MAX_LEN];
+    bytes[..data.len()].copy_from_slice(data);
+    // The replaced key's reference is dropped here, attached.
+    *slot = Some(Slot {
+        len: data.len() as u8,
+        bytes,
+        key: key.clone().unbind(),
+    });
+    Some(key.into_any())
 }
 
 /// A new str of the ASCII `data`, its hash computed once here (then cached inside it).
-fn make<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyString>> {
+fn make<'py>(py: Python<'py>, data: &[u8]) -> Bound<'py, PyString> {
     let key = PyString::new(py, std::str::from_utf8(data).expect("ASCII is UTF-8"));
     // SAFETY: hashing a live str cannot fail.
     unsafe { ffi::PyObject_Hash(key.as_ptr()) };
-    Ok(key)
+    key
 }
 
 /// The slot of `data`: FxHash's multiply over its 8-byte words, the top bits.

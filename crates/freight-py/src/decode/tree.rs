@@ -163,7 +163,7 @@ impl<'c, 'py> TreeDecoder<'c, 'py> {
             {
                 *r = ahead;
                 self.pending = self.pending.saturating_sub(1);
-                return key.decoding("a dict key");
+                return Ok(key);
             }
         }
         self.item(r)

@@ -13,12 +13,37 @@ use crate::encode::state::FrameSource;
 use crate::encode::walker::{Walker, FRAME_MIN};
 use crate::errors::Result;
 
+/// The value of an exact int that fits in 64 bits (an `Int` node), None for a big one.
+///
+/// # Safety
+/// `ptr` is a live exact int.
+#[inline(always)]
+pub(crate) unsafe fn int64(ptr: *mut ffi::PyObject) -> Option<i64> {
+    let mut overflow = 0;
+    let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow) };
+    (overflow == 0).then_some(v)
+}
+
+/// The UTF-8 of an exact str (cached inside it, as long-lived as it), None when it holds lone
+/// surrogates (not UTF-8: the error raised is cleared, and the caller keeps them its own way).
+///
+/// # Safety
+/// `ptr` is a live exact str, which outlives the slice's use.
+#[inline(always)]
+pub(crate) unsafe fn utf8<'a>(ptr: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    let mut size: ffi::Py_ssize_t = 0;
+    let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(ptr, &mut size) };
+    if data.is_null() {
+        unsafe { ffi::PyErr_Clear() };
+        return None;
+    }
+    Some(unsafe { std::slice::from_raw_parts(data.cast(), size as usize) })
+}
+
 impl<'py> Walker<'_, 'py> {
     pub(crate) fn int(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
-        let mut overflow = 0;
         // SAFETY: obj is an exact int.
-        let v = unsafe { ffi::PyLong_AsLongLongAndOverflow(obj.as_ptr(), &mut overflow) };
-        if overflow == 0 {
+        if let Some(v) = unsafe { int64(obj.as_ptr()) } {
             self.w.int(v);
             return Ok(());
         }
@@ -35,27 +60,21 @@ impl<'py> Walker<'_, 'py> {
     }
 
     pub(crate) fn str(&mut self, obj: &Bound<'py, PyAny>) -> Result<()> {
-        let mut size: ffi::Py_ssize_t = 0;
-        // SAFETY: obj is an exact str; the UTF-8 buffer is cached inside it and lives as long.
-        let data = unsafe { ffi::PyUnicode_AsUTF8AndSize(obj.as_ptr(), &mut size) };
-        if !data.is_null() {
-            let len = size as usize;
-            if len >= FRAME_MIN {
+        // SAFETY: obj is an exact str, alive while its UTF-8 is written.
+        if let Some(bytes) = unsafe { utf8(obj.as_ptr()) } {
+            if bytes.len() >= FRAME_MIN {
                 let frame = self.state.add_frame(FrameSource::Object {
                     obj: obj.clone().unbind(),
-                    ptr: data as usize,
-                    len,
+                    ptr: bytes.as_ptr() as usize,
+                    len: bytes.len(),
                 })?;
                 self.w.frame_ref(Tag::FrameStr, frame);
             } else {
-                let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
                 self.w.byte_string(Tag::Str, bytes);
             }
             return Ok(());
         }
         // Lone surrogates: not valid UTF-8; keep them with "surrogatepass", as pickle does.
-        // SAFETY: clearing the UnicodeEncodeError AsUTF8AndSize just raised.
-        unsafe { ffi::PyErr_Clear() };
         let encoded = obj
             .cast::<PyString>()
             .map_err(PyErr::from)?

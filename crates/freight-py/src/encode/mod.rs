@@ -5,8 +5,8 @@
 //! `islands` pickles in place what has no native encoding, one pickler per payload;
 //! `pickle_sink` is the pickler's hook (of the island pickler, and of the whole-payload pickler
 //! when the walker gives the payload to pickle);
-//! `compression` applies the policy to the frames; `scalar` writes a root scalar's tree without
-//! a walk.
+//! `compression` applies the policy to the frames; `scalar` writes a small root's tree (a
+//! scalar, a few of them in a container) without a walk.
 //! Nothing here imports the decode side.
 
 mod arrow;

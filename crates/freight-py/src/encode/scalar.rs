@@ -12,6 +12,7 @@ use freight_core::{Tag, TreeWriter};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use crate::encode::leaves::{int64, utf8};
 use crate::encode::walker::FRAME_MIN;
 
 thread_local! {
@@ -125,28 +126,18 @@ fn scalar(ptr: *mut ffi::PyObject, w: &mut TreeWriter) -> bool {
         } else if ty == &raw mut ffi::PyBool_Type {
             w.bool(ptr == ffi::Py_True());
         } else if ty == &raw mut ffi::PyLong_Type {
-            let mut overflow = 0;
-            let v = ffi::PyLong_AsLongLongAndOverflow(ptr, &mut overflow);
-            if overflow != 0 {
+            let Some(v) = int64(ptr) else {
                 return false; // a big int: the walker's node
-            }
+            };
             w.int(v);
         } else if ty == &raw mut ffi::PyFloat_Type {
             w.float(ffi::PyFloat_AS_DOUBLE(ptr));
         } else if ty == &raw mut ffi::PyUnicode_Type {
-            let mut size: ffi::Py_ssize_t = 0;
-            let data = ffi::PyUnicode_AsUTF8AndSize(ptr, &mut size);
-            if data.is_null() {
-                ffi::PyErr_Clear(); // lone surrogates: the walker's node, which keeps them
-                return false;
+            // Lone surrogates, or a str in a frame of its own: the walker's node.
+            match utf8(ptr) {
+                Some(bytes) if bytes.len() < FRAME_MIN => w.byte_string(Tag::Str, bytes),
+                _ => return false,
             }
-            if size as usize >= FRAME_MIN {
-                return false; // a str in a frame of its own
-            }
-            w.byte_string(
-                Tag::Str,
-                std::slice::from_raw_parts(data.cast(), size as usize),
-            );
         } else {
             return false;
         }
