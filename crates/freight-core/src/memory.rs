@@ -19,32 +19,105 @@ const HUGE: usize = 2 << 20;
 /// reclaims instead of handing out a free block).
 const RESERVE_BLOCKS: u64 = 16;
 
-/// Asks the kernel to back the page-aligned interior of `buf` (a buffer `dumps` fills) with huge
-/// pages, when it has them ready ([`huge_pages_ready`]). Best effort: a refusal (old kernel, THP
-/// off) changes speed only, never behaviour.
-pub fn advise_hugepages(buf: &mut [u8]) {
+/// Below this size a fresh buffer is not populated ahead: its few faults cost less than the checks.
+pub const POPULATE_MIN: usize = 256 << 10;
+
+/// Prepares `buf`, a buffer `dumps` is about to fill, for the writes: when it lies in memory
+/// the kernel has not handed out yet (a fresh mapping), it is advised onto huge pages when the
+/// kernel has them ready ([`huge_pages_ready`]), then populated in one call
+/// ([`populate`]) instead of one page fault per 4 KiB. `alloc` is the pointer the allocator
+/// returned for the object `buf` lies in. Best effort: a refusal (old kernel, THP off)
+/// changes speed only, never behaviour.
+pub fn prepare_output(alloc: *const u8, buf: &mut [u8]) {
     #[cfg(target_os = "linux")]
-    if buf.len() >= HUGEPAGE_THRESHOLD && !resident(buf) && huge_pages_ready(buf.len()) {
-        advise(buf, HUGE, libc::MADV_HUGEPAGE);
+    if fresh(alloc, buf) {
+        if buf.len() >= HUGEPAGE_THRESHOLD && huge_pages_ready(buf.len()) {
+            advise(buf, HUGE, libc::MADV_HUGEPAGE);
+        }
+        populate(buf);
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = buf;
+    let _ = (alloc, buf);
 }
 
 /// For a fresh array a decode copies into (numpy advised it for huge pages when large): keeps
 /// huge pages when the kernel has them ready, else takes numpy's advice back before `buf` is
-/// first touched, so that the fault never compacts (see the module's note). Best effort.
-pub fn advise_decoded(buf: &mut [u8]) {
+/// first touched, so that the fault never compacts (see the module's note); then populates it
+/// as [`prepare_output`] does. Best effort.
+pub fn prepare_decoded(alloc: *const u8, buf: &mut [u8]) {
     #[cfg(target_os = "linux")]
-    if buf.len() >= HUGEPAGE_THRESHOLD && !resident(buf) {
-        if huge_pages_ready(buf.len()) {
-            advise(buf, HUGE, libc::MADV_HUGEPAGE);
-        } else {
-            advise(buf, page_size(), libc::MADV_NOHUGEPAGE);
+    if fresh(alloc, buf) {
+        if buf.len() >= HUGEPAGE_THRESHOLD {
+            if huge_pages_ready(buf.len()) {
+                advise(buf, HUGE, libc::MADV_HUGEPAGE);
+            } else {
+                advise(buf, page_size(), libc::MADV_NOHUGEPAGE);
+            }
         }
+        populate(buf);
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = buf;
+    let _ = (alloc, buf);
+}
+
+/// Whether `buf` (inside the allocation at `alloc`) is memory no write has touched yet: a chunk
+/// glibc mapped for this allocation alone ([`mapped_alone`], no system call), or, from
+/// [`HUGEPAGE_THRESHOLD`] up, any buffer whose first and last pages are not resident (two
+/// `mincore` calls, ~2.5 µs each on the development VM: too dear for smaller buffers).
+#[cfg(target_os = "linux")]
+fn fresh(alloc: *const u8, buf: &mut [u8]) -> bool {
+    buf.len() >= POPULATE_MIN
+        && (mapped_alone(alloc, buf.as_ptr() as usize, buf.len())
+            || (buf.len() >= HUGEPAGE_THRESHOLD && !resident(buf)))
+}
+
+/// Whether `alloc`, a pointer malloc returned, heads a chunk that glibc mapped for it alone
+/// (an allocation above its mmap threshold, which glibc never reuses: the mapping is fresh, so
+/// every page of the `len` bytes at address `buf` past the chunk's header faults on first write). Reads the chunk's
+/// header, the 16 bytes before `alloc`, only when they lie on `alloc`'s own page (so the read
+/// never leaves memory the allocation proves mapped), and trusts it only when it has exactly
+/// the form glibc gives a mapped chunk: a zero alignment offset, a page-multiple size with the
+/// IS_MMAPPED bit and not the arena bit, covering `buf`. Under any other allocator the header
+/// does not match (or matches by chance, which costs one needless populate, never a wrong
+/// result).
+#[cfg(target_os = "linux")]
+fn mapped_alone(alloc: *const u8, buf: usize, len: usize) -> bool {
+    #[cfg(target_env = "gnu")]
+    {
+        const IS_MMAPPED: usize = 0x2;
+        const NON_MAIN_ARENA: usize = 0x4;
+        let page = page_size();
+        let start = alloc as usize;
+        if start % page != 16 {
+            return false;
+        }
+        let chunk = (start - 16) as *const usize;
+        // SAFETY: `chunk` is the page-aligned start of the page `alloc` lies in, and `alloc`
+        // points into a live allocation, so both words are mapped and readable.
+        let (offset, size) = unsafe { (chunk.read(), chunk.add(1).read()) };
+        let bytes = size & !0x7;
+        offset == 0
+            && size & IS_MMAPPED != 0
+            && size & NON_MAIN_ARENA == 0
+            && bytes % page == 0
+            && buf >= start
+            && buf.saturating_add(len) <= start - 16 + bytes
+    }
+    #[cfg(not(target_env = "gnu"))]
+    {
+        let _ = (alloc, buf, len);
+        false
+    }
+}
+
+/// Faults in the page-aligned interior of `buf` in one call (MADV_POPULATE_WRITE, Linux 5.14):
+/// on the development VM a fresh page costs 2.3 µs through a write fault and 1.3 µs this way
+/// (1 MiB: 593 µs against 339 µs). Only for memory known fresh: on resident pages the call
+/// still walks each one (44 µs per MiB). An older kernel refuses it, and the writes fault as
+/// before.
+#[cfg(target_os = "linux")]
+fn populate(buf: &mut [u8]) {
+    advise(buf, page_size(), libc::MADV_POPULATE_WRITE);
 }
 
 /// Whether the kernel holds enough free 2 MiB blocks to back `len` bytes without compacting:
@@ -142,6 +215,87 @@ Node 0, zone   Normal  10178   3723     59   3928   2624   1051   1051    108   
     fn counts_free_blocks_of_order_9_and_up() {
         // DMA 1 + 3*2, DMA32 16 + 265*2, Normal 271 + 923*2
         assert_eq!(free_huge_blocks(SAMPLE), 7 + 546 + 2117);
+    }
+
+    /// A buffer from malloc, freed on drop (Rust's `Vec` may move or grow; this stays put).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    struct Malloced(*mut u8, usize);
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    impl Malloced {
+        fn new(len: usize) -> Self {
+            // SAFETY: plain malloc; the pointer is checked and freed once, in drop.
+            let ptr = unsafe { libc::malloc(len) } as *mut u8;
+            assert!(!ptr.is_null());
+            Malloced(ptr, len)
+        }
+        fn slice(&mut self) -> &mut [u8] {
+            // SAFETY: `len` bytes malloc returned, owned by self.
+            unsafe { std::slice::from_raw_parts_mut(self.0, self.1) }
+        }
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    impl Drop for Malloced {
+        fn drop(&mut self) {
+            // SAFETY: the pointer malloc returned, freed once.
+            unsafe { libc::free(self.0 as *mut libc::c_void) }
+        }
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn a_chunk_glibc_mapped_alone_is_recognised_and_a_heap_chunk_is_not() {
+        // 64 MiB is above glibc's mmap threshold however far it has risen (32 MiB at most).
+        let big = Malloced::new(64 << 20);
+        let (alloc, at) = (big.0 as *const u8, big.0 as usize);
+        assert!(mapped_alone(alloc, at, 64 << 20));
+        // a part of the chunk is covered too, a range past its end is not
+        assert!(mapped_alone(alloc, at + 4096, (64 << 20) - 4096));
+        assert!(!mapped_alone(alloc, at, 72 << 20));
+        // a pointer that is not the chunk's start, and a small heap chunk
+        assert!(!mapped_alone(alloc.wrapping_add(4096), at + 4096, 4096));
+        let small = Malloced::new(1024);
+        assert!(!mapped_alone(small.0 as *const u8, small.0 as usize, 1024));
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn a_fresh_output_is_resident_after_it_is_prepared_and_keeps_what_it_is_given() {
+        let mut big = Malloced::new(64 << 20);
+        let alloc = big.0 as *const u8;
+        assert!(
+            !resident(big.slice()),
+            "a fresh mapping starts without its pages"
+        );
+        prepare_output(alloc, big.slice());
+        // kernels before 5.14 refuse the populate, and the writes fault as before
+        let populated = resident(big.slice());
+        assert!(populated || !populate_supported());
+        big.slice().fill(7);
+        assert!(big.slice().iter().all(|&b| b == 7));
+        // memory already written is left alone (no populate walk over resident pages)
+        let mut decoded = Malloced::new(8 << 20);
+        let alloc = decoded.0 as *const u8;
+        prepare_decoded(alloc, decoded.slice());
+        assert!(resident(decoded.slice()) || !populate_supported());
+    }
+
+    /// Whether this kernel takes MADV_POPULATE_WRITE (Linux 5.14 and later).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn populate_supported() -> bool {
+        let mut page = Malloced::new(1 << 20);
+        let buf = page.slice();
+        // SAFETY: madvise over memory we own; it changes no contents.
+        unsafe {
+            libc::madvise(
+                buf.as_mut_ptr()
+                    .wrapping_add(4096 - (buf.as_ptr() as usize % 4096))
+                    as *mut libc::c_void,
+                4096,
+                libc::MADV_POPULATE_WRITE,
+            ) == 0
+        }
     }
 
     #[test]

@@ -292,7 +292,7 @@ pub fn frame_memoryview<'py>(py: Python<'py>, frame: FrameBuffer) -> PyResult<Bo
 }
 
 /// A new `bytes` of `len` bytes whose contents the caller must fully write. Large ones are
-/// advised onto huge pages before anything touches them (see freight_core::memory).
+/// readied for the writes before anything touches them ([`prepare_output`]).
 ///
 /// # Safety
 /// The slice is valid only while the returned `bytes` is alive, and must be fully written
@@ -307,9 +307,17 @@ pub unsafe fn uninit_bytes(
         let ptr = ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as ffi::Py_ssize_t);
         let bytes = Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked::<PyBytes>();
         let data = std::slice::from_raw_parts_mut(ffi::PyBytes_AsString(ptr) as *mut u8, len);
-        freight_core::memory::advise_hugepages(data);
+        prepare_output(py, ptr as *const u8, data);
         Ok((bytes, data))
     }
+}
+
+/// Readies a fresh output buffer for its writes (freight_core::memory::prepare_output: huge
+/// pages, pages faulted in at once), with the GIL released when large, since faulting in a
+/// fresh mapping costs about a copy. `alloc` is the pointer malloc returned for the object.
+fn prepare_output(py: Python<'_>, alloc: *const u8, data: &mut [u8]) {
+    let alloc = alloc as usize;
+    maybe_detach(py, data.len(), || freight_core::memory::prepare_output(alloc as *const u8, data));
 }
 
 /// Sizes above which copies and checksums run with the GIL released.

@@ -139,7 +139,7 @@ def from_frame(buffer: Any, dtype: np.dtype, shape: tuple[int, ...], fortran: bo
 
 def empty(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> np.ndarray:
     """A fresh array for a copying decode (the decoder keeps numpy's huge-page advice for large
-    ones only when the kernel has free huge pages ready: freight-core's ``memory::advise_decoded``)."""
+    ones only when the kernel has free huge pages ready: freight-core's ``memory::prepare_decoded``)."""
     if dtype.itemsize == 0:
         return _zero_itemsize(dtype, shape, fortran)
     return np.empty(shape, dtype=dtype, order="F" if fortran else "C")

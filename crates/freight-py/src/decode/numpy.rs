@@ -261,7 +261,11 @@ impl<'py> TreeDecoder<'_, 'py> {
         let dst = RawBuffer::get(&arr, ffi::PyBUF_WRITABLE | ffi::PyBUF_ANY_CONTIGUOUS)?;
         // SAFETY: a fresh array nobody else references; the export is writable and contiguous.
         let out = unsafe { dst.as_mut_slice() };
-        freight_core::memory::advise_decoded(out);
+        // numpy's default handler mallocs the data alone, so the data pointer is malloc's.
+        let alloc = out.as_ptr() as usize;
+        crate::buffer::maybe_detach(py, out.len(), || {
+            freight_core::memory::prepare_decoded(alloc as *const u8, out)
+        });
         ctx.copy_frame(py, index, out)?;
         drop(dst);
         Ok(arr)
