@@ -473,3 +473,18 @@ def test_the_checked_arrow_floor_reads_the_strings_and_refuses_what_it_cannot_ch
     # a floor without the checks a column needs would read too low: not measured
     with pytest.raises(NotImplementedError, match="list<item: int64>"):
         dumps(pa.table({"x": pa.array([[1], [2]])}))
+
+
+@pytest.mark.parametrize("imported_first", [False, True])
+def test_the_fresh_state_puts_arrow_on_the_system_allocator(imported_first: bool) -> None:
+    # Arrow's own pool keeps its pages between calls: left on it, the fresh state would compare
+    # a warm pool with everyone else's fresh mappings.
+    script = (
+        ("import pyarrow\n" if imported_first else "")
+        + "from freight.bench.alloc import arrow_on_malloc\n"
+        "arrow_on_malloc()\n"
+        "import pyarrow as pa\n"
+        "print(pa.default_memory_pool().backend_name)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "system"

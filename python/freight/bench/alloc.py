@@ -16,6 +16,13 @@ therefore puts each mid size in two known states instead of leaving it to luck:
   turns the dynamic threshold off, which is the state of a Dask worker (its nanny sets
   ``MALLOC_TRIM_THRESHOLD_``, and setting any of glibc's malloc parameters does that).
 
+Arrow keeps a memory pool of its own (mimalloc or jemalloc), which keeps its pages between
+calls whatever glibc's threshold says: in the ``fresh`` state Arrow is put on the system
+allocator (:func:`arrow_on_malloc`), so that its buffers are new mappings like everyone
+else's. Without it, ``arrow ipc``'s ``dumps`` of 100k rows took the same 180 µs in both states
+while every peer writing a ``bytes`` paid its page faults (freight 83 µs warm, 1.7 ms fresh):
+the state compared a warm pool with fresh mappings.
+
 Off glibc (macOS, musl) these calls do nothing and say so; the states are then just "this
 process" and "a fresh process".
 
@@ -96,6 +103,19 @@ def pin_mmap_threshold() -> bool:
     return libc is not None and libc.mallopt(_M_MMAP_THRESHOLD, DEFAULT_MMAP_THRESHOLD) == 1
 
 
+def arrow_on_malloc() -> None:
+    """Puts Arrow's buffers on the system allocator for this process (the ``fresh`` state): at
+    once when pyarrow is already imported, else through the variable pyarrow reads on import."""
+    import os
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    if pa is None:
+        os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    else:
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 def _status_kib(field: str) -> int | None:
     try:
         with open("/proc/self/status") as fh:
@@ -135,6 +155,7 @@ def reset_peak() -> bool:
 __all__ = [
     "DEFAULT_MMAP_THRESHOLD",
     "RAISE_BLOCK",
+    "arrow_on_malloc",
     "glibc_version",
     "malloc_trim",
     "peak_rss",

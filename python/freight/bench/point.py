@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from freight.bench.alloc import pin_mmap_threshold
+from freight.bench.alloc import arrow_on_malloc, pin_mmap_threshold
 from freight.bench.harness import KiB, MiB, Timing, calibrate, time_interleaved, warm_up
 from freight.bench.peers import Peer, bound, payload_size, peer_named
 from freight.bench.workloads import Workload, workload_named
@@ -124,6 +124,7 @@ def measure_in(state: str, workload: str, size: Any, peers: list[str], settings:
     """:func:`measure` by names, in a child process put in ``state`` first."""
     if state == FRESH:
         pin_mmap_threshold()
+        arrow_on_malloc()
     return measure(workload_named(workload), size, [peer_named(p) for p in peers], settings)
 
 
