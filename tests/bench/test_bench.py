@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from freight.bench import causes, ratios, report
+from freight.bench.alloc import glibc_version
 from freight.bench.harness import KiB, MiB, parse_size
 from freight.bench.peers import peer_named
 from freight.bench.runner import Settings, run
@@ -488,3 +489,27 @@ def test_the_fresh_state_puts_arrow_on_the_system_allocator(imported_first: bool
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "system"
+
+
+@pytest.mark.skipif(glibc_version() is None, reason="the allocator states are glibc's")
+def test_the_fresh_state_drains_heap_holes_so_that_a_large_buffer_is_a_new_mapping() -> None:
+    # Pinning glibc's mmap threshold is not enough: a free hole in the heap serves a large
+    # request first, and its pages are resident (a fresh-state row would time warm memory).
+    script = """
+import ctypes
+from freight.bench.alloc import _libc, drain_heap, pin_mmap_threshold
+libc = _libc()
+assert libc is not None and pin_mmap_threshold()
+def mapped(n):
+    ptr = libc.malloc(n)
+    flag = bool(ctypes.c_size_t.from_address(ptr - 8).value & 2)
+    libc.free(ptr)
+    return flag
+small = [libc.malloc(4000) for _ in range(2000)]   # 8 MB of small chunks on the heap
+keep = libc.malloc(4000)                           # above them: the heap cannot shrink
+for ptr in small:
+    libc.free(ptr)                                 # one free hole of 8 MB
+print(mapped(1 << 20), drain_heap() > 0, mapped(1 << 20), mapped(256 << 10))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "True", "True"]

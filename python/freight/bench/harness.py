@@ -96,12 +96,14 @@ def time_interleaved(
     repeat: int,
     warmup: int = 1,
     numbers: dict[str, int] | None = None,
+    before_sample: Callable[[], Any] | None = None,
 ) -> dict[str, Timing]:
     """Per-call median of ``repeat`` samples of each function, the functions interleaved.
 
     Sample ``i`` runs the functions in an order rotated by ``i``, so slow drifts of a shared
     machine hit all of them alike. Each function gets ``warmup`` untimed calls first; a sample
     of function ``n`` is ``numbers[n]`` calls (1 by default) divided by that number.
+    ``before_sample``, untimed, runs before each sample (the fresh state's ``alloc.drain_heap``).
     """
     names = list(fns)
     numbers = numbers or {}
@@ -115,6 +117,8 @@ def time_interleaved(
             k = i % len(names) if names else 0
             for n in names[k:] + names[:k]:
                 number = numbers.get(n, 1)
+                if before_sample is not None:
+                    before_sample()
                 samples[n].append(loop_ns(fns[n], number) / number)
     return {n: Timing(statistics.median(s), repeat, numbers.get(n, 1), s) for n, s in samples.items()}
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from freight.bench.alloc import arrow_on_malloc, pin_mmap_threshold
+from freight.bench.alloc import arrow_on_malloc, drain_heap, pin_mmap_threshold
 from freight.bench.harness import KiB, MiB, Timing, calibrate, time_interleaved, warm_up
 from freight.bench.peers import Peer, bound, payload_size, peer_named
 from freight.bench.workloads import Workload, workload_named
@@ -73,8 +73,15 @@ def first_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
-def measure(w: Workload, size: Any, peers: Sequence[Peer], settings: Settings) -> PointResult:
-    """Checks, warms up, calibrates and times ``peers`` on ``w`` at ``size``, here."""
+def measure(
+    w: Workload,
+    size: Any,
+    peers: Sequence[Peer],
+    settings: Settings,
+    before_sample: Callable[[], Any] | None = None,
+) -> PointResult:
+    """Checks, warms up, calibrates and times ``peers`` on ``w`` at ``size``, here;
+    ``before_sample`` runs, untimed, before each sample."""
     obj = w.make(size)
     out = PointResult(w.nbytes(obj))
     fns: dict[str, Callable[[], Any]] = {}
@@ -112,7 +119,7 @@ def measure(w: Workload, size: Any, peers: Sequence[Peer], settings: Settings) -
         per_sample += number * per_call
     repeat = int(settings.point_s * 1e9 / per_sample) if per_sample else settings.min_repeat
     repeat = max(settings.min_repeat, min(settings.max_repeat, repeat))
-    for key, t in time_interleaved(fns, repeat, warmup=0, numbers=numbers).items():
+    for key, t in time_interleaved(fns, repeat, warmup=0, numbers=numbers, before_sample=before_sample).items():
         name, direction = key.split("\0")
         out.timings[(name, direction)] = t
     del payloads, fns, obj
@@ -125,6 +132,8 @@ def measure_in(state: str, workload: str, size: Any, peers: list[str], settings:
     if state == FRESH:
         pin_mmap_threshold()
         arrow_on_malloc()
+        drain_heap()
+        return measure(workload_named(workload), size, [peer_named(p) for p in peers], settings, drain_heap)
     return measure(workload_named(workload), size, [peer_named(p) for p in peers], settings)
 
 
