@@ -22,31 +22,49 @@ const RESERVE_BLOCKS: u64 = 16;
 /// Below this size a fresh buffer is not populated ahead: its few faults cost less than the checks.
 pub const POPULATE_MIN: usize = 256 << 10;
 
-/// Prepares `buf`, a buffer `dumps` is about to fill, for the writes: when it lies in memory
-/// the kernel has not handed out yet (a fresh mapping), it is advised onto huge pages when the
-/// kernel has them ready ([`huge_pages_ready`]), then populated in one call
-/// ([`populate`]) instead of one page fault per 4 KiB. `alloc` is the pointer the allocator
-/// returned for the object `buf` lies in. Best effort: a refusal (old kernel, THP off)
-/// changes speed only, never behaviour.
-pub fn prepare_output(alloc: *const u8, buf: &mut [u8]) {
+/// Whether `buf` (inside the allocation at `alloc`, the pointer the allocator returned) is
+/// memory no write has touched yet, worth [`prepare_output`] or [`prepare_decoded`]: 256 KiB or
+/// more, and a chunk glibc mapped for this allocation alone ([`mapped_alone`], no system call)
+/// or, from [`HUGEPAGE_THRESHOLD`] up, a buffer whose last page is not resident (one `mincore`,
+/// ~2.5 µs on the development VM: too dear for smaller buffers). Cheap enough to ask under the
+/// GIL; the preparation itself costs about a copy, and callers run it with the GIL released.
+pub fn fresh(alloc: *const u8, buf: &[u8]) -> bool {
     #[cfg(target_os = "linux")]
-    if fresh(alloc, buf) {
+    {
+        buf.len() >= POPULATE_MIN
+            && (mapped_alone(alloc, buf.as_ptr() as usize, buf.len())
+                || (buf.len() >= HUGEPAGE_THRESHOLD && !last_page_resident(buf)))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (alloc, buf);
+        false
+    }
+}
+
+/// Prepares `buf`, a [`fresh`] buffer `dumps` is about to fill, for the writes: advised onto
+/// huge pages when large and the kernel has them ready ([`huge_pages_ready`]), then populated
+/// in one call ([`populate`]) instead of one page fault per 4 KiB. Best effort: a refusal (old
+/// kernel, THP off) changes speed only, never behaviour.
+pub fn prepare_output(buf: &mut [u8]) {
+    #[cfg(target_os = "linux")]
+    {
         if buf.len() >= HUGEPAGE_THRESHOLD && huge_pages_ready(buf.len()) {
             advise(buf, HUGE, libc::MADV_HUGEPAGE);
         }
         populate(buf);
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (alloc, buf);
+    let _ = buf;
 }
 
-/// For a fresh array a decode copies into (numpy advised it for huge pages when large): keeps
-/// huge pages when the kernel has them ready, else takes numpy's advice back before `buf` is
-/// first touched, so that the fault never compacts (see the module's note); then populates it
-/// as [`prepare_output`] does. Best effort.
-pub fn prepare_decoded(alloc: *const u8, buf: &mut [u8]) {
+/// For a [`fresh`] array a decode copies into (numpy advised it for huge pages when large):
+/// keeps huge pages when the kernel has them ready, else takes numpy's advice back before
+/// `buf` is first touched, so that the fault never compacts (see the module's note); then
+/// populates it as [`prepare_output`] does. Best effort.
+pub fn prepare_decoded(buf: &mut [u8]) {
     #[cfg(target_os = "linux")]
-    if fresh(alloc, buf) {
+    {
         if buf.len() >= HUGEPAGE_THRESHOLD {
             if huge_pages_ready(buf.len()) {
                 advise(buf, HUGE, libc::MADV_HUGEPAGE);
@@ -57,18 +75,7 @@ pub fn prepare_decoded(alloc: *const u8, buf: &mut [u8]) {
         populate(buf);
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (alloc, buf);
-}
-
-/// Whether `buf` (inside the allocation at `alloc`) is memory no write has touched yet: a chunk
-/// glibc mapped for this allocation alone ([`mapped_alone`], no system call), or, from
-/// [`HUGEPAGE_THRESHOLD`] up, any buffer whose first and last pages are not resident (two
-/// `mincore` calls, ~2.5 µs each on the development VM: too dear for smaller buffers).
-#[cfg(target_os = "linux")]
-fn fresh(alloc: *const u8, buf: &mut [u8]) -> bool {
-    buf.len() >= POPULATE_MIN
-        && (mapped_alone(alloc, buf.as_ptr() as usize, buf.len())
-            || (buf.len() >= HUGEPAGE_THRESHOLD && !resident(buf)))
+    let _ = buf;
 }
 
 /// Whether `alloc`, a pointer malloc returned, heads a chunk that glibc mapped for it alone
@@ -164,22 +171,22 @@ pub fn free_huge_blocks(buddyinfo: &str) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
-/// Whether the first and last pages of `buf` are already in memory (heap memory the allocator
-/// reuses: no fault to advise about, and no need to read `/proc/buddyinfo`, ~5 µs, for it).
+/// Whether the last whole page of `buf` is already in memory (heap memory the allocator
+/// reuses: no fault to advise about). A fresh chunk's first page holds the allocator's header
+/// and is resident either way, so the last one is the page that tells.
 #[cfg(target_os = "linux")]
-fn resident(buf: &mut [u8]) -> bool {
+fn last_page_resident(buf: &[u8]) -> bool {
     let page = page_size();
-    let start = (buf.as_mut_ptr() as usize).div_ceil(page) * page;
-    let last = (buf.as_mut_ptr() as usize + buf.len()) / page * page;
+    let start = (buf.as_ptr() as usize).div_ceil(page) * page;
+    let last = (buf.as_ptr() as usize + buf.len()) / page * page;
     if last <= start {
-        return false;
+        return true;
     }
-    [start, last - page].iter().all(|&at| {
-        let mut vec = 0u8;
-        // SAFETY: `at` is a page-aligned address inside `buf`; mincore writes one byte per page.
-        let rc = unsafe { libc::mincore(at as *mut libc::c_void, page, &mut vec) };
-        rc == 0 && vec & 1 == 1
-    })
+    let mut vec = 0u8;
+    // SAFETY: `last - page` is a page-aligned address inside `buf`; mincore writes one byte
+    // per page, here one.
+    let rc = unsafe { libc::mincore((last - page) as *mut libc::c_void, page, &mut vec) };
+    rc == 0 && vec & 1 == 1
 }
 
 #[cfg(target_os = "linux")]
@@ -265,20 +272,25 @@ Node 0, zone   Normal  10178   3723     59   3928   2624   1051   1051    108   
         let mut big = Malloced::new(64 << 20);
         let alloc = big.0 as *const u8;
         assert!(
-            !resident(big.slice()),
-            "a fresh mapping starts without its pages"
+            fresh(alloc, big.slice()),
+            "a chunk glibc mapped alone is fresh"
         );
-        prepare_output(alloc, big.slice());
+        assert!(!last_page_resident(big.slice()));
+        prepare_output(big.slice());
         // kernels before 5.14 refuse the populate, and the writes fault as before
-        let populated = resident(big.slice());
-        assert!(populated || !populate_supported());
+        assert!(last_page_resident(big.slice()) || !populate_supported());
         big.slice().fill(7);
         assert!(big.slice().iter().all(|&b| b == 7));
-        // memory already written is left alone (no populate walk over resident pages)
+        // once written, the same buffer is fresh by its header still, but not by its pages
+        assert!(last_page_resident(big.slice()));
         let mut decoded = Malloced::new(8 << 20);
-        let alloc = decoded.0 as *const u8;
-        prepare_decoded(alloc, decoded.slice());
-        assert!(resident(decoded.slice()) || !populate_supported());
+        assert!(fresh(decoded.0 as *const u8, decoded.slice()));
+        prepare_decoded(decoded.slice());
+        assert!(last_page_resident(decoded.slice()) || !populate_supported());
+        // small buffers are never worth it
+        let small = Malloced::new(64 << 10);
+        assert!(!fresh(small.0 as *const u8, &[0u8; 16]));
+        drop(small);
     }
 
     /// Whether this kernel takes MADV_POPULATE_WRITE (Linux 5.14 and later).

@@ -316,8 +316,11 @@ pub unsafe fn uninit_bytes(
 /// pages, pages faulted in at once), with the GIL released when large, since faulting in a
 /// fresh mapping costs about a copy. `alloc` is the pointer malloc returned for the object.
 fn prepare_output(py: Python<'_>, alloc: *const u8, data: &mut [u8]) {
-    let alloc = alloc as usize;
-    maybe_detach(py, data.len(), || freight_core::memory::prepare_output(alloc as *const u8, data));
+    if freight_core::memory::fresh(alloc, data) {
+        maybe_detach(py, data.len(), || {
+            freight_core::memory::prepare_output(data)
+        });
+    }
 }
 
 /// Sizes above which copies and checksums run with the GIL released.
