@@ -283,7 +283,9 @@ Node 0, zone   Normal  10178   3723     59   3928   2624   1051   1051    108   
         assert!(big.slice().iter().all(|&b| b == 7));
         // once written, the same buffer is fresh by its header still, but not by its pages
         assert!(last_page_resident(big.slice()));
-        let mut decoded = Malloced::new(8 << 20);
+        // above glibc's highest dynamic mmap threshold (32 MiB): a mapping of its own whatever
+        // other tests freed before
+        let mut decoded = Malloced::new(40 << 20);
         assert!(fresh(decoded.0 as *const u8, decoded.slice()));
         prepare_decoded(decoded.slice());
         assert!(last_page_resident(decoded.slice()) || !populate_supported());
