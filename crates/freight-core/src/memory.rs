@@ -43,21 +43,16 @@ pub fn fresh(alloc: *const u8, buf: &[u8]) -> bool {
 }
 
 /// Prepares `buf`, a [`fresh`] buffer `dumps` is about to fill, for the writes: advised onto
-/// huge pages when large and the kernel has them ready ([`huge_pages_ready`]), else populated
-/// in one call ([`populate`]) instead of one page fault per 4 KiB. Huge pages are left to
-/// fault as the copy reaches them: populated ahead, they are zeroed long before the copy
-/// writes them, out of cache (64 MiB: 7.5-7.9 ms against 6.3-6.6 ms; on 4 KiB pages populating
-/// wins, 29 against 43 ms). Best effort: a refusal (old kernel, THP off) changes speed only,
-/// never behaviour.
+/// huge pages when large and the kernel has them ready ([`huge_pages_ready`]), then populated
+/// in one call ([`populate`]) instead of one page fault per 4 KiB. Best effort: a refusal (old
+/// kernel, THP off) changes speed only, never behaviour.
 pub fn prepare_output(buf: &mut [u8]) {
     #[cfg(target_os = "linux")]
     {
         if buf.len() >= HUGEPAGE_THRESHOLD && huge_pages_ready(buf.len()) {
             advise(buf, HUGE, libc::MADV_HUGEPAGE);
-            populate_outside_huge(buf);
-        } else {
-            populate(buf);
         }
+        populate(buf);
     }
     #[cfg(not(target_os = "linux"))]
     let _ = buf;
@@ -65,18 +60,17 @@ pub fn prepare_output(buf: &mut [u8]) {
 
 /// For a [`fresh`] array a decode copies into (numpy advised it for huge pages when large):
 /// keeps huge pages when the kernel has them ready, else takes numpy's advice back before
-/// `buf` is first touched, so that the fault never compacts (see the module's note), and
-/// populates what stays on ordinary pages, as [`prepare_output`] does. Best effort.
+/// `buf` is first touched, so that the fault never compacts (see the module's note); then
+/// populates it as [`prepare_output`] does. Best effort.
 pub fn prepare_decoded(buf: &mut [u8]) {
     #[cfg(target_os = "linux")]
     {
-        if buf.len() >= HUGEPAGE_THRESHOLD && huge_pages_ready(buf.len()) {
-            advise(buf, HUGE, libc::MADV_HUGEPAGE);
-            populate_outside_huge(buf);
-            return;
-        }
         if buf.len() >= HUGEPAGE_THRESHOLD {
-            advise(buf, page_size(), libc::MADV_NOHUGEPAGE);
+            if huge_pages_ready(buf.len()) {
+                advise(buf, HUGE, libc::MADV_HUGEPAGE);
+            } else {
+                advise(buf, page_size(), libc::MADV_NOHUGEPAGE);
+            }
         }
         populate(buf);
     }
@@ -123,44 +117,14 @@ fn mapped_alone(alloc: *const u8, buf: usize, len: usize) -> bool {
     }
 }
 
-/// Faults in the page-aligned interior of `buf` (MADV_POPULATE_WRITE, Linux 5.14): on the
-/// development VM a fresh page costs 2.3 µs through a write fault and 1.3 µs this way (1 MiB:
-/// 593 µs against 339 µs). From the size where copies run on every core
-/// ([`crate::checksum::PARALLEL_MIN`]), the pages are faulted in on every core too, in pieces
-/// of 2 MiB multiples: the copy's own faults used to be spread that way. Only for memory known
-/// fresh: on resident pages the call still walks each one (44 µs per MiB). An older kernel
-/// refuses it, and the writes fault as before.
+/// Faults in the page-aligned interior of `buf` in one call (MADV_POPULATE_WRITE, Linux 5.14):
+/// on the development VM a fresh page costs 2.3 µs through a write fault and 1.3 µs this way
+/// (1 MiB: 593 µs against 339 µs). Only for memory known fresh: on resident pages the call
+/// still walks each one (44 µs per MiB). An older kernel refuses it, and the writes fault as
+/// before.
 #[cfg(target_os = "linux")]
 fn populate(buf: &mut [u8]) {
-    use rayon::prelude::*;
-    const PIECE: usize = 4 << 20;
-    if buf.len() < crate::checksum::PARALLEL_MIN {
-        advise(buf, page_size(), libc::MADV_POPULATE_WRITE);
-        return;
-    }
-    crate::parallel::run(|| {
-        buf.par_chunks_mut(PIECE)
-            .for_each(|piece| advise(piece, page_size(), libc::MADV_POPULATE_WRITE))
-    });
-}
-
-/// Populates the parts of `buf` outside its 2 MiB-aligned interior (up to 2 MiB of ordinary
-/// pages at each end, which the huge-page advice does not cover). A 4 MiB buffer that is not
-/// 2 MiB-aligned has one huge page and ~512 ordinary ones: populating those took a fresh
-/// process's 4 MiB `dumps` from 1.28 to 0.89 ms.
-#[cfg(target_os = "linux")]
-fn populate_outside_huge(buf: &mut [u8]) {
-    let start = buf.as_ptr() as usize;
-    let head = ((start + HUGE - 1) & !(HUGE - 1)) - start;
-    let tail = (start + buf.len()) & (HUGE - 1);
-    if head + tail >= buf.len() {
-        populate(buf);
-        return;
-    }
-    let len = buf.len();
-    let (front, rest) = buf.split_at_mut(head);
-    populate(front);
-    populate(&mut rest[len - head - tail..]);
+    advise(buf, page_size(), libc::MADV_POPULATE_WRITE);
 }
 
 /// Whether the kernel holds enough free 2 MiB blocks to back `len` bytes without compacting:
@@ -304,7 +268,7 @@ Node 0, zone   Normal  10178   3723     59   3928   2624   1051   1051    108   
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
-    fn a_fresh_buffer_is_recognised_populated_and_keeps_what_it_is_given() {
+    fn a_fresh_output_is_resident_after_it_is_prepared_and_keeps_what_it_is_given() {
         let mut big = Malloced::new(64 << 20);
         let alloc = big.0 as *const u8;
         assert!(
@@ -312,60 +276,23 @@ Node 0, zone   Normal  10178   3723     59   3928   2624   1051   1051    108   
             "a chunk glibc mapped alone is fresh"
         );
         assert!(!last_page_resident(big.slice()));
-        // ordinary pages are populated ahead (on every core at this size); kernels before 5.14
-        // refuse it, and the writes fault as before
-        populate(big.slice());
+        prepare_output(big.slice());
+        // kernels before 5.14 refuse the populate, and the writes fault as before
         assert!(last_page_resident(big.slice()) || !populate_supported());
         big.slice().fill(7);
         assert!(big.slice().iter().all(|&b| b == 7));
-        // once written, the buffer is fresh by its header still, but not by its pages
+        // once written, the same buffer is fresh by its header still, but not by its pages
         assert!(last_page_resident(big.slice()));
-        // whichever way the kernel's huge pages go, a prepared buffer keeps what is written
-        for prepare in [prepare_output as fn(&mut [u8]), prepare_decoded] {
-            let mut buf = Malloced::new(40 << 20);
-            assert!(fresh(buf.0 as *const u8, buf.slice()));
-            prepare(buf.slice());
-            buf.slice().fill(3);
-            assert!(buf.slice().iter().all(|&b| b == 3));
-        }
+        // above glibc's highest dynamic mmap threshold (32 MiB): a mapping of its own whatever
+        // other tests freed before
+        let mut decoded = Malloced::new(40 << 20);
+        assert!(fresh(decoded.0 as *const u8, decoded.slice()));
+        prepare_decoded(decoded.slice());
+        assert!(last_page_resident(decoded.slice()) || !populate_supported());
         // small buffers are never worth it
-        assert!(!fresh(big.0 as *const u8, &big.slice()[..64 << 10]));
-    }
-
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[test]
-    fn only_the_ends_outside_the_huge_page_interior_are_populated() {
-        if !populate_supported() {
-            return; // a kernel before 5.14: nothing is populated at all
-        }
-        let mut buf = Malloced::new(40 << 20);
-        let slice = buf.slice();
-        // malloc's mapping starts 16 bytes into a page: never 2 MiB-aligned, so both ends exist
-        populate_outside_huge(slice);
-        let page = page_size();
-        let resident = |at: usize| {
-            let at = at / page * page;
-            let mut vec = 0u8;
-            // SAFETY: a page-aligned address inside the buffer; mincore writes one byte.
-            unsafe { libc::mincore(at as *mut libc::c_void, page, &mut vec) == 0 && vec & 1 == 1 }
-        };
-        let start = slice.as_ptr() as usize;
-        let end = start + slice.len();
-        let interior = (start + HUGE - 1) & !(HUGE - 1);
-        // (an end shorter than a page shares its page with the interior: nothing to see there)
-        if interior - start >= page {
-            assert!(
-                resident(interior - page),
-                "the last page before the interior"
-            );
-        }
-        if end % HUGE >= page {
-            assert!(resident(end - page), "the last page");
-        }
-        assert!(
-            !resident(interior + (8 << 20)),
-            "a page well inside the interior"
-        );
+        let small = Malloced::new(64 << 10);
+        assert!(!fresh(small.0 as *const u8, &[0u8; 16]));
+        drop(small);
     }
 
     /// Whether this kernel takes MADV_POPULATE_WRITE (Linux 5.14 and later).
