@@ -481,8 +481,7 @@ def test_the_fresh_state_puts_arrow_on_the_system_allocator(imported_first: bool
     # Arrow's own pool keeps its pages between calls: left on it, the fresh state would compare
     # a warm pool with everyone else's fresh mappings.
     script = (
-        ("import pyarrow\n" if imported_first else "")
-        + "from freight.bench.alloc import arrow_on_malloc\n"
+        ("import pyarrow\n" if imported_first else "") + "from freight.bench.alloc import arrow_on_malloc\n"
         "arrow_on_malloc()\n"
         "import pyarrow as pa\n"
         "print(pa.default_memory_pool().backend_name)\n"
