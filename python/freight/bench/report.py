@@ -20,7 +20,10 @@ from freight.bench.ratios import DIRECTIONS, Comparison, compare_in, comparisons
 
 STATE_NAMES = {
     "warm": "this process, glibc's mmap threshold raised: buffers reused from the heap",
-    "fresh": "a fresh process, the threshold pinned at 128 KiB: every buffer of 128 KiB or more a new mapping",
+    "fresh": (
+        "a fresh process, the threshold pinned at 128 KiB, the heap's free regions taken before every "
+        "sample and Arrow on the system allocator: every buffer of 128 KiB or more a new mapping"
+    ),
     "isolated": "each peer alone in a fresh process",
 }
 
