@@ -292,7 +292,7 @@ pub fn frame_memoryview<'py>(py: Python<'py>, frame: FrameBuffer) -> PyResult<Bo
 }
 
 /// A new `bytes` of `len` bytes whose contents the caller must fully write. Large ones are
-/// readied for the writes before anything touches them ([`prepare_output`]).
+/// readied for the writes before anything touches them ([`ready_for_writes`]).
 ///
 /// # Safety
 /// The slice is valid only while the returned `bytes` is alive, and must be fully written
@@ -307,19 +307,24 @@ pub unsafe fn uninit_bytes(
         let ptr = ffi::PyBytes_FromStringAndSize(std::ptr::null(), len as ffi::Py_ssize_t);
         let bytes = Bound::from_owned_ptr_or_err(py, ptr)?.cast_into_unchecked::<PyBytes>();
         let data = std::slice::from_raw_parts_mut(ffi::PyBytes_AsString(ptr) as *mut u8, len);
-        prepare_output(py, ptr as *const u8, data);
+        ready_for_writes(
+            py,
+            ptr as *const u8,
+            data,
+            freight_core::memory::prepare_output,
+        );
         Ok((bytes, data))
     }
 }
 
-/// Readies a fresh output buffer for its writes (freight_core::memory::prepare_output: huge
-/// pages, pages faulted in at once), with the GIL released when large, since faulting in a
-/// fresh mapping costs about a copy. `alloc` is the pointer malloc returned for the object.
-fn prepare_output(py: Python<'_>, alloc: *const u8, data: &mut [u8]) {
+/// Readies `data`, a buffer about to be filled, with `prepare` (freight_core::memory's
+/// `prepare_output` or `prepare_decoded`: huge pages, pages faulted in at once) when it is fresh
+/// memory; the check is cheap and made under the GIL, the preparation costs about a copy and
+/// runs with the GIL released when large. `alloc` is the pointer malloc returned for the object
+/// `data` lies in.
+pub fn ready_for_writes(py: Python<'_>, alloc: *const u8, data: &mut [u8], prepare: fn(&mut [u8])) {
     if freight_core::memory::fresh(alloc, data) {
-        maybe_detach(py, data.len(), || {
-            freight_core::memory::prepare_output(data)
-        });
+        maybe_detach(py, data.len(), || prepare(data));
     }
 }
 

@@ -262,11 +262,8 @@ impl<'py> TreeDecoder<'_, 'py> {
         // SAFETY: a fresh array nobody else references; the export is writable and contiguous.
         let out = unsafe { dst.as_mut_slice() };
         // numpy's default handler mallocs the data alone, so the data pointer is malloc's.
-        if freight_core::memory::fresh(out.as_ptr(), out) {
-            crate::buffer::maybe_detach(py, out.len(), || {
-                freight_core::memory::prepare_decoded(out)
-            });
-        }
+        let alloc = out.as_ptr();
+        crate::buffer::ready_for_writes(py, alloc, out, freight_core::memory::prepare_decoded);
         ctx.copy_frame(py, index, out)?;
         drop(dst);
         Ok(arr)
