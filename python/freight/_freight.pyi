@@ -451,6 +451,10 @@ def compressed_frames(data: Buffer) -> int | None:
     """How many frames of a ``dumps`` payload are compressed, from its header alone (no frame is
     read): None when the header cannot be read. Behind the ``mmap=True`` warning."""
 
+def buffer_span(obj: Buffer, /) -> tuple[int, int]:
+    """``(address, nbytes)`` of a C-contiguous buffer (BufferError otherwise): where a frame lies,
+    for the shared-memory integrations."""
+
 def string_array_valid(offsets: Buffer, data: Buffer | None, wide: bool, start: int, length: int) -> bool:
     """Whether an Arrow string array's buffers hold ``length`` valid values from value ``start``:
     offsets (int32, or int64 when ``wide``) in bounds and non-decreasing, every value valid

@@ -203,6 +203,24 @@ def test_a_received_value_sent_on_unchanged_is_lent_not_written():
     assert load(written, zero_copy)[0] == 7
 
 
+def test_only_the_frames_whose_pages_were_written_are_written_again():
+    """Two arrays in one received segment: the one written into (its pages copied on write) is
+    written into a new segment, the other is still lent from the received one."""
+    pd = pytest.importorskip("pandas")
+    n = 1 << 17
+    frame = pd.DataFrame({"a": np.arange(n, dtype=np.float64), "b": np.arange(n, dtype=np.int64)})
+    load, ref, zero_copy = _sent(frame)
+    received = load(ref, zero_copy)
+    received.loc[0, "a"] = -1.0  # pandas writes into its float64 block, in place
+    _, again, _ = _sent(received)
+    parsed = Ref.from_bytes(again)
+    assert parsed.objects and parsed.size  # one frame lent, one written
+    stored = [f for f in parsed.frames if f.inline is None]
+    assert sorted((f.source > 0, f.length) for f in stored) == [(False, n * 8), (True, n * 8)]
+    back = load(again, zero_copy)
+    assert back["a"][0] == -1.0 and back["b"].equals(frame["b"]) and (back["a"][1:] == frame["a"][1:]).all()
+
+
 def test_freight_futures_reports_a_reference_gone_instead_of_hanging():
     from freight.futures import ProcessPoolExecutor
 

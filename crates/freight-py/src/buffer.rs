@@ -339,3 +339,12 @@ pub fn maybe_detach<T: Send, F: FnOnce() -> T + Send>(py: Python<'_>, bytes: usi
         f()
     }
 }
+
+/// `(address, nbytes)` of a C-contiguous buffer: where a frame lies, for the shared-memory
+/// integrations (is it inside a received segment? inside a writable array?). numpy's
+/// `__array_interface__` answers the same in about 4 µs a call, this in well under one.
+#[pyfunction]
+pub fn buffer_span(obj: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
+    let view = RawBuffer::simple(obj)?;
+    Ok((view.ptr() as usize, view.len()))
+}

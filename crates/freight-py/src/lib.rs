@@ -56,6 +56,7 @@ fn _freight(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(inspect::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::verify, m)?)?;
     m.add_function(wrap_pyfunction!(inspect::compressed_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer::buffer_span, m)?)?;
     m.add_function(wrap_pyfunction!(array_checks::string_array_valid, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_dumps, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::arrow_loads, m)?)?;

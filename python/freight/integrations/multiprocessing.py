@@ -34,6 +34,7 @@ from typing import Any
 
 import freight
 from freight import carrier, shm
+from freight._freight import buffer_span
 from freight.exceptions import FreightError, OptionError, UnsafePayloadError, checks_options
 from freight.integrations import _shared_frames, flag
 
@@ -81,9 +82,7 @@ def _pandas(obj: Any) -> Any:
         frames = freight.dumps_frames(obj)
 
         def writable(i: int, frame: Any) -> bool:
-            import numpy as np
-
-            a = np.frombuffer(frame, dtype=np.uint8).__array_interface__["data"][0]
+            a = buffer_span(frame)[0]
             return any(lo <= a < hi for lo, hi in ranges)
 
         return _shared_frames.reduce_value(obj, frames, writable, False)
@@ -107,7 +106,7 @@ def _writable_ranges(obj: Any) -> list[tuple[int, int]]:
     out = []
     for a in arrays:
         if isinstance(a, np.ndarray) and a.flags.writeable and a.nbytes:
-            lo = a.__array_interface__["data"][0]
+            lo = buffer_span(a)[0] if a.flags.c_contiguous else a.__array_interface__["data"][0]
             out.append((lo, lo + a.nbytes))
     return out
 
