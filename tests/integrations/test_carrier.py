@@ -121,6 +121,23 @@ def test_small_values_stay_inside_the_reference(backend):
     np.testing.assert_array_equal(carrier.get(big), BIG)
 
 
+def test_a_large_frame_takes_the_values_other_frames_of_a_page_or_more_with_it(backend):
+    """The threshold decides whether a value leaves; once it does, its frames of COMPANION bytes
+    or more are stored with the large one, and only smaller ones stay in the reference."""
+    value = {"big": BIG, "page": np.arange(carrier.COMPANION // 8, dtype=np.int64),
+             "under": np.arange(carrier.COMPANION // 8 - 1, dtype=np.int64)}  # fmt: skip
+    ref = carrier.put(value, backend)
+    kept_inline = sorted(f.length for f in ref.frames if f.inline is not None)
+    stored = sorted(f.length for f in ref.frames if f.inline is None)
+    assert stored == [carrier.COMPANION, BIG.nbytes]
+    assert all(n < carrier.COMPANION for n in kept_inline) and (carrier.COMPANION - 8) in kept_inline
+    back = carrier.get(ref, backend)
+    for name, array in value.items():
+        np.testing.assert_array_equal(back[name], array)
+    alone = carrier.put({"page": value["page"]}, backend)  # nothing large: nothing stored
+    assert not alone.stored
+
+
 def test_frames_and_payloads(backend):
     frames = freight.dumps_frames(_value())
     ref = carrier.put(carrier.Frames(frames), backend, threshold=1000)

@@ -7,7 +7,8 @@
 >>> value = carrier.get(message)               # in the reader: checked, fetched, decoded; removed
 
 :func:`put` stores a value's large frames (at least :data:`THRESHOLD` bytes, or the
-``threshold=`` given) in a backend and returns a :class:`Ref` that carries the small frames itself;
+``threshold=`` given; once one is, the value's other frames of :data:`COMPANION` bytes or more go
+with it) in a backend and returns a :class:`Ref` that carries the small frames itself;
 :func:`get` checks the reference (its signature first, when the codec has a key; then that it is
 the backend's and under its namespace; then its expiry) before it fetches anything, and decodes.
 Lifetimes: :data:`READ_ONCE`, :func:`ttl`, :data:`UNTIL_RELEASED` (:func:`release`), :func:`task`.
@@ -22,6 +23,7 @@ from freight.carrier.backend import Backend
 from freight.carrier.backends import RedisBackend, SharedMemory, StoreBackend
 from freight.carrier.ref import READ_ONCE, UNTIL_RELEASED, Lifetime, Ref, is_ref, task, ttl
 from freight.carrier.transfer import (
+    COMPANION,
     THRESHOLD,
     THRESHOLDS,
     Frames,
@@ -51,6 +53,7 @@ __all__ = [
     "task",
     "THRESHOLD",
     "THRESHOLDS",
+    "COMPANION",
     "threshold",
     "carries",
     "Backend",

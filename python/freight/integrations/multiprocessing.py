@@ -9,7 +9,8 @@ Everything those send is pickled by ``multiprocessing.reduction.ForkingPickler``
 gives that class a ``reducer_override`` (pickle calls it before its own dispatch, for every object
 that is not an int, float, str or bytes): numpy arrays, torch CPU tensors, pandas, polars and
 pyarrow values become ``freight.dumps_frames`` output whose frames of 256 KiB and more
-(``freight.carrier.THRESHOLDS["processes"]``) are carried as a ``freight.carrier.Ref``: written once
+(``freight.carrier.THRESHOLDS["processes"]``), with its other frames of 4 KiB and more
+(``freight.carrier.COMPANION``), are carried as a ``freight.carrier.Ref``: written once
 into a shared-memory segment, which the receiver maps copy-on-write and rebuilds the value on
 (:mod:`freight.integrations._shared_frames`). A value sent on unchanged from memory received that
 way is lent, not written again (:func:`freight.shm.lent`).
@@ -320,8 +321,9 @@ def install(*, threshold: int | None = None, allow_pickle: bool = True, trusted:
 
     Args:
         threshold: frames of at least this many bytes go through shared memory (default
-            ``freight.carrier.THRESHOLDS["processes"]``, 256 KiB, measured); smaller ones in the
-            pickle stream.
+            ``freight.carrier.THRESHOLDS["processes"]``, 256 KiB, measured), and with them the
+            value's other frames of ``freight.carrier.COMPANION`` bytes or more; smaller ones in
+            the pickle stream.
         allow_pickle: False makes every installed process refuse to unpickle anything but
             freight's values (loaded with ``allow_pickle=False``), the pool's own messages, exception
             classes and the modules in ``trusted``: a gadget sent to a worker raises
