@@ -260,7 +260,7 @@ def _loads(data: Any, /, **kwargs: Any) -> Any:
         # back. Most pool messages are small tasks and results; the set-up below cost each
         # about 6k instructions, more than pickle's own loads of them.
         return _STATE["loads"](data, **kwargs)
-    before = getattr(_shared_frames.CATCHING, "failed", None)
+    before = _shared_frames.CATCHING.failed
     failed: list[Exception] = []
     _shared_frames.CATCHING.failed = failed
     shm.defer_unregistering(True)  # sent with the next message to the tracker, at the latest by _dumps
