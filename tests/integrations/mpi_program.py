@@ -58,6 +58,10 @@ if mode == "wrap":
         w.send({"a": big, "df": pd.DataFrame({"x": big, "s": ["v"] * len(big)}), "b": big[::2].copy()}, dest=0, tag=8)
         w.send(big + 9, dest=0, tag=9)
         w.send(big + 10, dest=0, tag=10)
+        # scalars and short tuples of them: mpi4py's own send (one freight payload, in C)
+        w.send(7, dest=0, tag=11)
+        w.send(("inc", 5, 2.5, None), dest=0, tag=12)
+        w.send(("x" * 5000, 1), dest=0, tag=13)  # a long string: the path that looks for frames
     else:
         got = comm.recv(source=1, tag=1)  # the plain communicator: one message
         report["small_one_message"] = got["n"] == 3 and np.array_equal(got["a"], np.arange(10))
@@ -87,6 +91,10 @@ if mode == "wrap":
         report["any_source_large"] = bool(
             np.array_equal(got, big + 9) and np.array_equal(got2, big + 10)
             and status.Get_source() == 1 and status.Get_tag() == 10
+        )  # fmt: skip
+        report["scalars_one_message"] = (
+            comm.recv(source=1, tag=11) == 7 and w.recv(source=1, tag=12) == ("inc", 5, 2.5, None)
+            and w.recv(source=1, tag=13) == ("x" * 5000, 1)
         )  # fmt: skip
         try:
             w.mprobe(source=1)

@@ -53,5 +53,5 @@ def test_wrap_sends_small_values_in_one_message_and_large_ones_out_of_band():
     assert mpiexec("wrap") == {
         "size": 2, "small_one_message": True, "plain_recv_of_frames": True, "isend_large": True,
         "ssend_small": True, "sendrecv": True, "several_frames": True, "any_source_large": True,
-        "mprobe": True,
+        "mprobe": True, "scalars_one_message": True,
     }  # fmt: skip

@@ -62,6 +62,7 @@ _MAGIC = b"\x89FRT"  # how every freight payload starts
 _OOB_MARK = b"\x89FRTOOB"
 _BLOCK = 1 << 30
 _SEND, _RECV, _ANY_SOURCE, _ANY_TAG = MPI.Comm.Send, MPI.Comm.recv, MPI.ANY_SOURCE, MPI.ANY_TAG  # looked up once
+_SEND_ONE = MPI.Comm.send  # mpi4py's lowercase send: MPI.pickle (freight's codec) in C
 
 
 class FreightPickle:
@@ -235,6 +236,27 @@ def _recv(comm: Any, buf: Any = None, source: int = MPI.ANY_SOURCE, tag: int = M
             return _pkl5.pickle.receive_frames(comm, source, tag, follow.first)
 
 
+_ATOMS = frozenset({int, float, bool, complex, type(None)})
+_SHORT = (str, bytes)
+
+
+def _one_message(obj: Any) -> bool:
+    """Whether ``obj`` is a scalar, a short string, or a short tuple of those: a value that has no
+    frame, which mpi4py's own lowercase ``send`` (one freight payload, encoded and sent in C)
+    sends for about 450 ns less than the Python path that looks for frames."""
+    t = type(obj)
+    if t in _ATOMS:
+        return True
+    if t in _SHORT:
+        return len(obj) < 4096
+    if t is not tuple or len(obj) > 8:
+        return False
+    for x in obj:
+        if type(x) not in _ATOMS and not (type(x) in _SHORT and len(x) < 4096):
+            return False
+    return True
+
+
 class _Comm(_pkl5.Comm):
     """:func:`wrap`'s communicator: pkl5's, with point-to-point methods that send small values in
     one message (pkl5 always sends at least two: lengths, then data). Collectives are pkl5's."""
@@ -247,6 +269,8 @@ class _Comm(_pkl5.Comm):
         self._freight_status = MPI.Status()
 
     def send(self, obj: Any, dest: int, tag: int = 0) -> None:
+        if _one_message(obj):
+            return _SEND_ONE(self, obj, dest, tag)
         # _messages inlined for the common case, a value without frames (one payload, one
         # message): a tiny value's send is mostly the Python calls around MPI's
         frames = _STATE["codec"].dumps_frames(obj)
