@@ -31,6 +31,7 @@ __all__ = [
     "compressed_frames",
     "_envelope",
     "_huge_pages_ready",
+    "buffer_span",
     "string_array_valid",
     "compressed_indices_error",
     "arrow_dumps",
@@ -451,7 +452,7 @@ def compressed_frames(data: Buffer) -> int | None:
     """How many frames of a ``dumps`` payload are compressed, from its header alone (no frame is
     read): None when the header cannot be read. Behind the ``mmap=True`` warning."""
 
-def buffer_span(obj: Buffer, /) -> tuple[int, int]:
+def buffer_span(obj: Buffer) -> tuple[int, int]:
     """``(address, nbytes)`` of a C-contiguous buffer (BufferError otherwise): where a frame lies,
     for the shared-memory integrations."""
 
