@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from freight import _shm_loans as _loans
+from freight import _shm_pages as _pages
 from freight import _shm_pool as _pool
 from freight import _shm_tracker as _tracking
 from freight._freight import buffer_span
@@ -328,7 +329,7 @@ def _map(fd: int) -> memoryview:
     # The descriptor stays open as long as the mapping: it is what a loan names (see lent()). The
     # mapping holds a descriptor of its own too, so at most LENDABLE mappings keep a second one:
     # a process holding thousands of received values must not run out of descriptors.
-    lo = _address(whole)
+    lo = buffer_span(whole)[0]
     if len(_MAPPINGS) < LENDABLE:
         with _LOCK:
             _MAPPINGS[lo] = _Mapping(lo, lo + st.st_size, weakref.ref(mm), fd, st.st_dev, st.st_ino)
@@ -336,10 +337,6 @@ def _map(fd: int) -> memoryview:
     else:
         os.close(fd)
     return whole
-
-
-def _address(buf: Any) -> int:
-    return buffer_span(buf)[0]
 
 
 # -- lending a received segment back without a copy ---------------------------------------------------
@@ -357,8 +354,6 @@ class _Mapping:
 _MAPPINGS: dict[int, _Mapping] = {}  # by start address
 # Loans not yet acknowledged: token -> (the mapping's start address, the mapping (pinned), fallback name)
 _LENT: dict[int, tuple[int, Any, str]] = {}
-_PAGE = mmap.PAGESIZE
-_PAGEMAP: list[int] = []  # this process's /proc/self/pagemap descriptor, opened once
 _EXIT_HOOK: list[Any] = []
 
 
@@ -398,8 +393,7 @@ def _after_fork_in_child() -> None:
     _pool.forget_after_fork()
     _EXIT_HOOK.clear()
     _loans.after_fork_in_child()
-    if _PAGEMAP:
-        os.close(_PAGEMAP.pop())
+    _pages.after_fork_in_child()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -423,55 +417,28 @@ def lent(frames: Sequence[Any]) -> list[tuple[str, int, int] | None]:
         return out
     with _LOCK:
         mappings = list(_MAPPINGS.values())  # a snapshot: a finalizer may drop entries meanwhile
-    inside: dict[int, list[tuple[int, int, int]]] = {}  # mapping start -> (frame index, address, size)
-    found: dict[int, _Mapping] = {}
+    inside: dict[int, tuple[_Mapping, list[tuple[int, int, int]]]] = {}  # by start: (mapping, frames)
     for i, frame in enumerate(frames):
         addr, n = buffer_span(frame)
         if not n:
             continue
         m = next((m for m in mappings if m.lo <= addr and addr + n <= m.hi), None)
         if m is not None:
-            found[m.lo] = m
-            inside.setdefault(m.lo, []).append((i, addr, n))
-    for lo, spans in inside.items():
-        # One read of the page table per segment, over the span its frames cover (measured: five
-        # frames of a 4 MiB segment read one by one took 110 µs, the whole span at once 35 µs).
-        first = min(addr for _, addr, _ in spans) // _PAGE
-        copied = _copied_pages(first, (max(addr + n for _, addr, n in spans) - 1) // _PAGE)
+            inside.setdefault(m.lo, (m, []))[1].append((i, addr, n))
+    for m, spans in inside.values():
+        first = min(addr for _, addr, _ in spans) // _pages.PAGE
+        copied = _pages.copied(first, (max(addr + n for _, addr, n in spans) - 1) // _pages.PAGE)
         if copied is None:
             continue
         name: str | None | bool = False  # the segment's loan in this message, once made
         for i, addr, n in spans:
-            if copied[addr // _PAGE - first : (addr + n - 1) // _PAGE - first + 1].any():
+            if copied[addr // _pages.PAGE - first : (addr + n - 1) // _pages.PAGE - first + 1].any():
                 continue
             if name is False:
-                name = _lend(found[lo])
+                name = _lend(m)
             if name is not None:
-                out[i] = (name, addr - lo, found[lo].hi - lo)
+                out[i] = (name, addr - m.lo, m.hi - m.lo)
     return out
-
-
-#: by pagemap bits 63..61 (present, swapped, file page): whether the page is no longer the file's
-_COPIED = tuple(bool((v >> 1) & 1 or ((v >> 2) & 1 and not v & 1)) for v in range(8))
-
-
-def _copied_pages(first: int, last: int) -> Any:
-    """For each page from ``first`` to ``last`` (page numbers of this process's address space),
-    whether it is no longer the file's page: present but anonymous (pagemap bit 61 clear: copied on
-    write) or swapped (bit 62: anonymous too). A numpy bool array; None when the page table cannot
-    be read."""
-    import numpy as np
-
-    try:
-        if not _PAGEMAP:
-            _PAGEMAP.append(os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC))
-        raw = os.pread(_PAGEMAP[0], 8 * (last - first + 1), 8 * first)
-    except OSError:
-        return None
-    if len(raw) != 8 * (last - first + 1):
-        return None
-    # bits 63 (present), 62 (swapped), 61 (file page) as 0-7, looked up: one pass over the entries
-    return np.array(_COPIED)[np.frombuffer(raw, dtype="<u8") >> np.uint64(61)]
 
 
 def _lend(mapping: _Mapping) -> str | None:
